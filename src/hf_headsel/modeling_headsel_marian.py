@@ -1,0 +1,102 @@
+# Copyright 2026 The hf-headsel authors. Licensed under the Apache License, Version 2.0.
+"""Head-selection Marian (text translation): the stock `MarianMTModel` with the shared head-selection core wired in.
+
+The mechanism lives in `head_selection.py`; this module only names the stock classes it extends.
+"""
+
+import torch
+from transformers import MarianMTModel
+from transformers.models.marian.modeling_marian import MarianAttention, eager_attention_forward
+
+from .configuration_headsel_marian import HeadSelMarianConfig
+from .head_selection import (
+    HeadSelectionAttentionMixin,
+    HeadSelectionModelMixin,
+    HeadSelSeq2SeqLMOutput,
+    first_tensor,
+)
+
+
+class HeadSelMarianAttention(HeadSelectionAttentionMixin, MarianAttention):
+    """[`MarianAttention`] with `H'` candidate heads, of which each example uses the `H` its task selects."""
+
+    eager_attention = staticmethod(eager_attention_forward)
+
+
+class HeadSelMarianMTModel(HeadSelectionModelMixin, MarianMTModel):
+    r"""[`MarianMTModel`] with attention head selection (Gong et al., 2021).
+
+    Every example is routed by its own task ids: `encoder_task_ids` index `config.encoder_tasks` (the source
+    language, or the domain) and `decoder_task_ids` index `config.decoder_tasks` (the target language, or the
+    domain). Omitted ids fall back to the default task of that side, else its only task.
+
+    Example:
+
+    ```python
+    >>> import torch
+    >>> from hf_headsel import HeadSelMarianConfig, HeadSelMarianMTModel
+    >>> config = HeadSelMarianConfig(
+    ...     vocab_size=100, d_model=64, encoder_layers=2, decoder_layers=2, encoder_attention_heads=4,
+    ...     decoder_attention_heads=4, encoder_ffn_dim=128, decoder_ffn_dim=128, pad_token_id=0,
+    ...     decoder_start_token_id=0, encoder_tasks=["en"], decoder_tasks=["de", "fr"],
+    ... )
+    >>> model = HeadSelMarianMTModel(config).eval()
+    >>> input_ids = torch.tensor([[5, 6, 7, 1], [8, 9, 1, 0]])
+    >>> out = model.generate(input_ids, decoder_task_ids=torch.tensor([0, 1]), max_new_tokens=5, num_beams=2)
+    >>> model.selected_heads()["decoder_self"].shape  # tasks x layers x H
+    torch.Size([2, 2, 4])
+    ```
+    """
+
+    config_class = HeadSelMarianConfig
+    attention_class = HeadSelMarianAttention
+
+    def __init__(self, config: HeadSelMarianConfig):
+        super().__init__(config)
+        self.install_head_selection()
+
+    def forward(
+        self,
+        input_ids: torch.LongTensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        decoder_input_ids: torch.LongTensor | None = None,
+        decoder_attention_mask: torch.Tensor | None = None,
+        encoder_outputs=None,
+        past_key_values=None,
+        inputs_embeds: torch.Tensor | None = None,
+        decoder_inputs_embeds: torch.Tensor | None = None,
+        labels: torch.LongTensor | None = None,
+        use_cache: bool | None = None,
+        encoder_task_ids: torch.LongTensor | None = None,
+        decoder_task_ids: torch.LongTensor | None = None,
+        **kwargs,
+    ) -> HeadSelSeq2SeqLMOutput:
+        r"""The stock forward, routed per example.
+
+        encoder_task_ids (`torch.LongTensor` of shape `(batch_size,)`, *optional*):
+            Index into `config.encoder_tasks` of every example.
+        decoder_task_ids (`torch.LongTensor` of shape `(batch_size,)`, *optional*):
+            Index into `config.decoder_tasks` of every example.
+
+        Returns the stock [`Seq2SeqLMOutput`] fields plus `head_selection_kl` (when `labels` are given).
+        """
+        reference = first_tensor(input_ids, inputs_embeds, encoder_outputs, decoder_input_ids, decoder_inputs_embeds)
+        routes = self.task_routes(encoder_task_ids, decoder_task_ids, reference.shape[0], reference.device)
+        outputs = super().forward(
+            input_ids,
+            attention_mask=attention_mask,
+            decoder_input_ids=decoder_input_ids,
+            decoder_attention_mask=decoder_attention_mask,
+            encoder_outputs=encoder_outputs,
+            past_key_values=past_key_values,
+            inputs_embeds=inputs_embeds,
+            decoder_inputs_embeds=decoder_inputs_embeds,
+            labels=labels,
+            use_cache=use_cache,
+            **routes,
+            **kwargs,
+        )
+        return self.add_head_selection_kl(outputs, labels, routes)
+
+
+__all__ = ["HeadSelMarianAttention", "HeadSelMarianMTModel"]
