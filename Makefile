@@ -21,7 +21,7 @@ test: setup
 	$(PY) -m pytest -q -n 2 tests
 
 demo: setup
-	$(PY) examples/demo.py --output_dir outputs/demo
+	$(PY) training/demo.py --output_dir outputs/demo
 
 bench: setup
 	$(PY) benchmarks/overhead.py

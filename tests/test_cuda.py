@@ -1,0 +1,98 @@
+"""Checks that need a CUDA device: the CUDA attention backends and half-precision training.
+
+Skipped where there is no GPU (CI has none); run them on a GPU machine with `pytest tests/test_cuda.py`.
+"""
+
+import pytest
+import torch
+
+from hf_headsel import HeadSelMarianConfig, HeadSelMarianMTModel
+
+pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+
+BACKENDS = ["eager", "sdpa", "flex_attention"]
+
+
+def _model(**overrides) -> HeadSelMarianMTModel:
+    torch.manual_seed(0)
+    config = HeadSelMarianConfig(
+        vocab_size=64, d_model=64, encoder_layers=2, decoder_layers=2, encoder_attention_heads=4,
+        decoder_attention_heads=4, encoder_ffn_dim=128, decoder_ffn_dim=128, max_position_embeddings=64,
+        pad_token_id=0, eos_token_id=1, forced_eos_token_id=None, decoder_start_token_id=2,
+        encoder_tasks=["en", "de"], decoder_tasks=["fr", "es", "it"],
+        head_selection_components=["encoder_self", "decoder_self", "decoder_cross"], **overrides,
+    )
+    return HeadSelMarianMTModel(config).cuda()
+
+
+def _batch():
+    generator = torch.Generator().manual_seed(1)
+    input_ids = torch.randint(3, 64, (4, 9), generator=generator)
+    input_ids[1, 6:] = 0
+    return {
+        "input_ids": input_ids.cuda(),
+        "attention_mask": (input_ids != 0).long().cuda(),
+        "labels": torch.randint(3, 64, (4, 7), generator=generator).cuda(),
+        "encoder_task_ids": torch.tensor([0, 1, 1, 0]).cuda(),
+        "decoder_task_ids": torch.tensor([2, 0, 1, 1]).cuda(),
+    }
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_cuda_backends_agree_with_eager(backend):
+    model, batch = _model().eval(), _batch()
+    with torch.no_grad():
+        reference = model(**batch).logits
+        model.set_attn_implementation(backend)
+        logits = model(**batch).logits
+    torch.testing.assert_close(logits, reference, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_cuda_mixed_batch_generation_equals_one_by_one(backend):
+    model, batch = _model().eval(), _batch()
+    model.set_attn_implementation(backend)
+    kwargs = {"num_beams": 3, "max_new_tokens": 6, "min_new_tokens": 6}
+    mixed = model.generate(batch["input_ids"], attention_mask=batch["attention_mask"],
+                           encoder_task_ids=batch["encoder_task_ids"], decoder_task_ids=batch["decoder_task_ids"],
+                           **kwargs)
+    for row in range(batch["input_ids"].shape[0]):
+        one = model.generate(batch["input_ids"][row : row + 1, : int(batch["attention_mask"][row].sum())],
+                             encoder_task_ids=batch["encoder_task_ids"][row : row + 1],
+                             decoder_task_ids=batch["decoder_task_ids"][row : row + 1], **kwargs)
+        assert mixed[row, : one.shape[1]].tolist() == one[0].tolist()
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("backend", ["eager", "sdpa"])
+def test_half_precision_training_learns_and_moves_selection_logits(dtype, backend):
+    model = _model(head_selection_kl_weight=0.1, dropout=0.0)
+    model.set_attn_implementation(backend)
+    model.train()
+    batch = _batch()
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-2)
+    phi_before = model.head_selection["decoder_self"].logits.detach().clone()
+    losses = []
+    for _ in range(50):
+        with torch.autocast("cuda", dtype=dtype):
+            out = model(**batch)
+        assert torch.isfinite(out.loss)
+        out.loss.backward()
+        optimizer.step()
+        optimizer.zero_grad()
+        losses.append(out.loss.item())
+    assert losses[-1] < losses[0] * 0.5
+    assert not torch.equal(model.head_selection["decoder_self"].logits.detach(), phi_before)
+
+
+def test_bf16_weights_generate_like_float32_routing():
+    model = _model().eval()
+    batch = _batch()
+    model.to(torch.bfloat16)
+    with torch.no_grad():
+        logits = model(**batch).logits
+    assert logits.dtype == torch.bfloat16 and torch.isfinite(logits).all()
+    tokens = model.generate(batch["input_ids"], attention_mask=batch["attention_mask"],
+                            encoder_task_ids=batch["encoder_task_ids"], decoder_task_ids=batch["decoder_task_ids"],
+                            num_beams=2, max_new_tokens=5)
+    assert tokens.shape[0] == 4
