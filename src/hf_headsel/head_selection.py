@@ -29,12 +29,15 @@ from transformers.modeling_outputs import Seq2SeqLMOutput
 from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 from transformers.cache_utils import EncoderDecoderCache
 
+from .adapters import TaskAdapters
+
 COMPONENTS = ("encoder_self", "decoder_self", "decoder_cross")
 STRATEGIES = ("group", "subset", "task_specific")
 TASK_TYPES = ("lang", "domain")
 CROSS_ATTENTION_TASK_KEYS = ("decoder", "encoder", "pair")
 SIDES = ("encoder", "decoder")
 ROUTE_KWARGS = ("encoder_task_ids", "decoder_task_ids")
+ADAPTER_KEYS = ("direction", "task")
 
 # Initial logits: phi ~ U(log 0.01, log 1.0), as in the fairseq reference.
 LOGIT_INIT_RANGE = (math.log(0.01), 0.0)
@@ -65,6 +68,11 @@ class HeadSelectionConfigMixin:
         default_encoder_task / default_decoder_task (`str`, *optional*): task used when no ids are given.
         cross_attention_task_key (`str`, defaults to `"decoder"`): which task keys the cross-attention selection:
             `"decoder"` (target-specific), `"encoder"` (source-specific) or `"pair"` (the direction).
+        task_adapter_dim (`int`, defaults to 0): bottleneck size of the per-task adapters after every encoder and
+            decoder layer (Bapna and Firat, 2019; 256 in Gong et al.); 0 means no adapters.
+        task_adapter_key (`str`, defaults to `"direction"`): adapters per direction (encoder task x decoder task,
+            the multilingual setting) or per `"task"` (encoder adapters by encoder task, decoder adapters by decoder
+            task: the multi-domain setting).
     """
 
     encoder_tasks: list[str] | None = None
@@ -79,6 +87,8 @@ class HeadSelectionConfigMixin:
     default_encoder_task: str | None = None
     default_decoder_task: str | None = None
     cross_attention_task_key: str = "decoder"
+    task_adapter_dim: int = 0
+    task_adapter_key: str = "direction"
 
     def __post_init__(self, **kwargs):
         super().__post_init__(**kwargs)
@@ -90,6 +100,9 @@ class HeadSelectionConfigMixin:
         _check_choice(self.task_type, TASK_TYPES, "task_type")
         _check_choice(self.head_selection_strategy, STRATEGIES, "head_selection_strategy")
         _check_choice(self.cross_attention_task_key, CROSS_ATTENTION_TASK_KEYS, "cross_attention_task_key")
+        _check_choice(self.task_adapter_key, ADAPTER_KEYS, "task_adapter_key")
+        if self.task_adapter_dim < 0:
+            raise ValueError(f"task_adapter_dim must be >= 0 (0: no adapters), got {self.task_adapter_dim}")
         for component in self.head_selection_components:
             _check_choice(component, COMPONENTS, "head_selection_components")
         if len(set(self.head_selection_components)) != len(self.head_selection_components):
@@ -155,9 +168,17 @@ class HeadSelectionConfigMixin:
             return ("encoder", "decoder")
         return ("decoder",)
 
+    def adapter_sides(self, side: str) -> tuple[str, ...]:
+        """The sides whose task ids key the adapters of `side`'s layers: both for a direction, else `side`."""
+        return SIDES if self.task_adapter_key == "direction" else (side,)
+
     def num_tasks(self, component: str) -> int:
         """The number of tasks (rows of `phi`) of a component."""
-        return math.prod(len(self.tasks(side)) for side in self.component_sides(component))
+        return self.num_keys(self.component_sides(component))
+
+    def num_keys(self, sides: Sequence[str]) -> int:
+        """The number of routing keys made of the tasks of `sides` (a pair key counts every combination)."""
+        return math.prod(len(self.tasks(side)) for side in sides)
 
     def num_layers(self, component: str) -> int:
         return self.encoder_layers if component == "encoder_self" else self.decoder_layers
@@ -371,13 +392,28 @@ def _raise_out_of_range(side: str, tasks: list[str], task_id: int):
     raise ValueError(f"{side} task id {task_id} is out of range: the {side} tasks are {dict(enumerate(tasks))}")
 
 
-def component_route(config: HeadSelectionConfigMixin, component: str, routes: dict, num_tasks: int) -> TaskRoute:
-    """The route of a component from the routes of the sides (a pair id is `encoder * decoder_tasks + decoder`)."""
-    sides = config.component_sides(component)
+def keyed_route(config: HeadSelectionConfigMixin, sides: Sequence[str], routes: dict) -> TaskRoute:
+    """The route keyed by the tasks of `sides`: one side's route, or pairs `encoder * decoder_tasks + decoder`."""
     if len(sides) == 1:
         return routes[sides[0]]
     pair = routes["encoder"].ids * len(config.decoder_tasks) + routes["decoder"].ids
-    return TaskRoute.build(pair, num_tasks)
+    return TaskRoute.build(pair, config.num_keys(sides))
+
+
+def route_from_kwargs(config: HeadSelectionConfigMixin, sides: Sequence[str], kwargs: dict, reference: torch.Tensor):
+    """The route keyed by `sides`, from the `encoder_task_ids` / `decoder_task_ids` keyword arguments a layer got.
+
+    They are [`TaskRoute`]s when the model's `forward` built them, raw ids when a submodule was called directly
+    (as `generate` calls the encoder), or absent (the default task); `reference` gives batch size and device.
+    """
+    routes = {}
+    for side in sides:
+        value = kwargs.get(f"{side}_task_ids")
+        if not isinstance(value, TaskRoute):
+            ids = resolve_task_ids(config, side, value, reference.shape[0], reference.device)
+            value = TaskRoute.build(ids, len(config.tasks(side)))
+        routes[side] = value
+    return keyed_route(config, sides, routes)
 
 
 # --------------------------------------------------------------------------------------------------------------------
@@ -434,21 +470,36 @@ class HeadSelectionAttentionMixin:
         (wq, bq), (wk, bk), (wv, bv) = take(self.q_proj), take(self.k_proj), take(self.v_proj)
         return wq, bq, torch.cat([wk, wv]), None if bk is None else torch.cat([bk, bv])
 
-    def _weights_version(self) -> tuple:
+    def _weights_state(self) -> tuple:
+        """What the cached slices depend on: each source tensor (by identity) and its in-place version counter."""
         params = (self.q_proj.weight, self.k_proj.weight, self.v_proj.weight, self.q_proj.bias, self.k_proj.bias,
                   self.v_proj.bias, self.selector.logits)
-        return tuple(p._version for p in params if p is not None)
+        return tuple((id(p), p._version) for p in params if p is not None)
 
     def _cached_task_weights(self, task: int):
-        """The deterministic weight slices of `task`, cached until a projection weight or `phi` changes in place
-        (an optimizer step, `load_state_dict`) or the module moves (`_apply`). Only used without autograd."""
-        version = self._weights_version()
+        """The deterministic weight slices of `task`, used without autograd.
+
+        Recomputed when a projection weight or `phi` is replaced (`load_state_dict(assign=True)`) or changed in place
+        through autograd-visible ops (optimizer steps, `load_state_dict`, `copy_` under `no_grad`), and dropped when
+        the module moves (`.to()`) or switches between `train()` and `eval()`. Writes through `param.data` bypass
+        the version counters: call `model.clear_head_selection_cache()` after those.
+        """
+        state = self._weights_state()
         cached = self._task_weights_cache.get(task)
-        if cached is None or cached[0] != version:
+        if cached is None or cached[0] != state:
             heads, _ = self.selector.layer_choice(self.selection_layer, sample=False, temperature=1.0)
-            cached = (version, self._slice_task_weights(heads[task]))
+            # keep the source tensors alive with the entry, so that their ids cannot be reused by new tensors
+            sources = [p for p in self.parameters(recurse=True)] + [self.selector.logits]
+            cached = (state, self._slice_task_weights(heads[task]), sources)
             self._task_weights_cache[task] = cached
         return cached[1]
+
+    def clear_task_weights_cache(self) -> None:
+        self._task_weights_cache.clear()
+
+    def train(self, mode: bool = True):
+        self._task_weights_cache.clear()
+        return super().train(mode)
 
     def _task_weights_fn(self, route: TaskRoute) -> tuple[Callable[[int], tuple], torch.Tensor | None]:
         """A function from task to its weight slices, and the per-example gates `[batch, H]` (`None` in eval).
@@ -473,18 +524,6 @@ class HeadSelectionAttentionMixin:
 
     # ---- routing ----------------------------------------------------------------------------------------------
 
-    def _route(self, kwargs: dict, batch_size: int, device: torch.device) -> TaskRoute:
-        """The route of this component from the keyword arguments (routes, raw ids, or nothing: the default)."""
-        config = self.config
-        routes = {}
-        for side in config.component_sides(self.component):
-            value = kwargs.get(f"{side}_task_ids")
-            if not isinstance(value, TaskRoute):
-                ids = resolve_task_ids(config, side, value, batch_size, device)
-                value = TaskRoute.build(ids, len(config.tasks(side)))
-            routes[side] = value
-        return component_route(config, self.component, routes, self.selector.num_tasks)
-
     def _project(self, states: torch.Tensor, route: TaskRoute, weights: Callable[[int], tuple]) -> torch.Tensor:
         """`states @ W_task^T + b_task` for every example, one matmul per task present in the batch."""
         if route.single_task is not None:
@@ -508,7 +547,7 @@ class HeadSelectionAttentionMixin:
         **kwargs,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """Input shape: Batch x Time x Channel. Mirrors the stock attention, heads chosen per example."""
-        route = self._route(kwargs, hidden_states.shape[0], hidden_states.device)
+        route = route_from_kwargs(self.config, self.config.component_sides(self.component), kwargs, hidden_states)
         kwargs = {key: value for key, value in kwargs.items() if key not in ROUTE_KWARGS}
         task_weights, gates = self._task_weights_fn(route)
 
@@ -613,12 +652,41 @@ class HeadSelectionModelMixin:
                 )
                 attention.enable_head_selection(component, index, config.total_heads(_side(component)), selector)
                 setattr(layer, name, attention)
+        if config.task_adapter_dim:
+            self._install_task_adapters()
         self.post_init()  # initialises only the new modules: the stock ones are marked initialised already
+
+    def _install_task_adapters(self) -> None:
+        """A [`TaskAdapters`] after every encoder and decoder layer (`layer.task_adapter`), applied by a forward
+        hook that reads the task ids from the layer's keyword arguments."""
+        config = self.config
+        for side, layers in (("encoder", self.model.encoder.layers), ("decoder", self.model.decoder.layers)):
+            sides = config.adapter_sides(side)
+            for layer in layers:
+                layer.task_adapter = TaskAdapters(config.num_keys(sides), config.d_model, config.task_adapter_dim)
+                layer.register_forward_hook(_adapter_hook(config, sides), with_kwargs=True)
+
+    def initialize_weights(self):
+        super().initialize_weights()
+        # The stock encoder and decoder are sub-models that initialise their own children with their own
+        # `_init_weights`, which knows nothing of adapters: initialise those here (loaded tensors are skipped).
+        for module in self.modules():
+            if isinstance(module, TaskAdapters):
+                self._init_weights(module)
+                for parameter in module.parameters():
+                    parameter._is_hf_initialized = True
 
     def _init_weights(self, module):
         super()._init_weights(module)
         if isinstance(module, HeadSelector) and module.logits is not None:
             init.uniform_(module.logits, *LOGIT_INIT_RANGE)
+        if isinstance(module, TaskAdapters):  # up-projections at zero: fresh adapters change nothing
+            init.ones_(module.layer_norm_weight)
+            init.zeros_(module.layer_norm_bias)
+            init.normal_(module.down_weight, std=self.config.init_std)
+            init.zeros_(module.down_bias)
+            init.zeros_(module.up_weight)
+            init.zeros_(module.up_bias)
 
     # ---- tasks ------------------------------------------------------------------------------------------------
 
@@ -654,6 +722,60 @@ class HeadSelectionModelMixin:
         for side, name in defaults.items():
             setattr(config, f"default_{side}_task", name)
 
+    def generate(self, inputs: torch.Tensor | None = None, *args, encoder_task_ids=None, decoder_task_ids=None,
+                 **kwargs):
+        """`GenerationMixin.generate`, every example routed by its `encoder_task_ids` / `decoder_task_ids`.
+
+        `generate` hands the encoder no `decoder_*` keyword; when the encoder needs the decoder tasks too (adapters
+        keyed by direction) the encoder outputs are computed here, with both.
+        """
+        # lists must become tensors for `generate` to expand them to batch x beams
+        encoder_task_ids, decoder_task_ids = (
+            torch.as_tensor(ids) if isinstance(ids, (list, tuple)) else ids for ids in (encoder_task_ids, decoder_task_ids)
+        )
+        encoder_uses_decoder_tasks = "decoder" in self.config.adapter_sides("encoder") and self.config.task_adapter_dim
+        if encoder_uses_decoder_tasks and kwargs.get("encoder_outputs") is None:
+            inputs = kwargs.pop(self.main_input_name, inputs)
+            encoder_inputs = {self.main_input_name: inputs} if inputs is not None else {
+                "inputs_embeds": kwargs.pop("inputs_embeds", None)}
+            with torch.no_grad():
+                kwargs["encoder_outputs"] = self.get_encoder()(
+                    **encoder_inputs,
+                    attention_mask=kwargs.get("attention_mask"),
+                    encoder_task_ids=encoder_task_ids,
+                    decoder_task_ids=decoder_task_ids,
+                    output_attentions=kwargs.get("output_attentions", self.generation_config.output_attentions),
+                    output_hidden_states=kwargs.get(
+                        "output_hidden_states", self.generation_config.output_hidden_states
+                    ),
+                    return_dict=True,
+                )
+        return super().generate(
+            inputs, *args, encoder_task_ids=encoder_task_ids, decoder_task_ids=decoder_task_ids, **kwargs
+        )
+
+    def export_task_model(self, task: str | None = None, *, encoder_task: str | None = None,
+                          decoder_task: str | None = None):
+        """A stock model (H heads) computing what this model computes for one task: see
+        `conversion.export_task_model`."""
+        from .conversion import export_task_model  # imported here: conversion imports this module
+
+        return export_task_model(self, task, encoder_task=encoder_task, decoder_task=decoder_task)
+
+    @classmethod
+    def from_stock(cls, stock_model_or_path, **head_selection_keywords):
+        """A head-selection model upcycled from a stock checkpoint, equal to it for every task at initialisation:
+        see `conversion.from_stock`."""
+        from .conversion import from_stock
+
+        return from_stock(cls, stock_model_or_path, **head_selection_keywords)
+
+    def clear_head_selection_cache(self) -> None:
+        """Drop the per-task weight slices cached for evaluation (needed only after writes through `param.data`)."""
+        for module in self.modules():
+            if isinstance(module, HeadSelectionAttentionMixin):
+                module.clear_task_weights_cache()
+
     def selected_heads(self) -> dict[str, torch.LongTensor]:
         """The deterministic choice: `{component: LongTensor[tasks, layers, H]}`, candidates listed slot by slot."""
         return {component: selector.selected_heads() for component, selector in self.head_selection.items()}
@@ -683,7 +805,7 @@ class HeadSelectionModelMixin:
             task_kl = selector.task_kl()
             if task_kl is None:
                 continue
-            route = component_route(self.config, component, side_routes, selector.num_tasks)
+            route = keyed_route(self.config, self.config.component_sides(component), side_routes)
             total = total + (task_kl.to(tokens.device)[route.ids] * tokens).sum() / tokens.sum()
         return total
 
@@ -696,6 +818,18 @@ class HeadSelectionModelMixin:
             if self.config.head_selection_kl_weight:
                 outputs.loss = outputs.loss + self.config.head_selection_kl_weight * kl
         return outputs
+
+
+def _adapter_hook(config: HeadSelectionConfigMixin, sides: tuple[str, ...]):
+    """A forward hook running a layer's output through the adapter of every example's task."""
+
+    def hook(layer, args, kwargs, output):
+        hidden_states = output[0] if isinstance(output, tuple) else output
+        route = route_from_kwargs(config, sides, kwargs, hidden_states)
+        adapted = layer.task_adapter(hidden_states, route)
+        return (adapted, *output[1:]) if isinstance(output, tuple) else adapted
+
+    return hook
 
 
 def first_tensor(*candidates) -> torch.Tensor:

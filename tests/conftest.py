@@ -1,0 +1,311 @@
+"""Shared fixtures: tiny configs and models of both head-selection families (Marian and Speech2Text).
+
+Most behaviour tests take the `family` fixture, which runs them once per family. A `Family` knows its config and
+model classes (head-selection and stock), its Auto class, and how to build a small batch of inputs (with padding in
+the last example), decoder inputs and labels.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+from dataclasses import dataclass, field
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+import numpy as np
+import pytest
+import torch
+from transformers import (
+    AutoModelForSeq2SeqLM,
+    AutoModelForSpeechSeq2Seq,
+    MarianConfig,
+    MarianMTModel,
+    Speech2TextConfig,
+    Speech2TextForConditionalGeneration,
+)
+from transformers.utils import logging as hf_logging
+
+from hf_headsel import (
+    HeadSelMarianConfig,
+    HeadSelMarianMTModel,
+    HeadSelSpeech2TextConfig,
+    HeadSelSpeech2TextForConditionalGeneration,
+)
+
+hf_logging.disable_progress_bar()
+torch.set_num_threads(1)
+
+SEED = 1234
+ENCODER_TASKS = ["en", "de"]
+DECODER_TASKS = ["de", "fr", "it"]
+HEADS = 4
+LAYERS = 2
+D_MODEL = 16
+HEAD_DIM = D_MODEL // HEADS
+VOCAB = 40
+
+# Stock keywords shared by both families: tiny, no dropout (training-mode tests see only the Gumbel noise), and a
+# large init so that random models produce varied tokens when generating.
+COMMON_KWARGS = dict(
+    vocab_size=VOCAB,
+    d_model=D_MODEL,
+    encoder_layers=LAYERS,
+    decoder_layers=LAYERS,
+    encoder_attention_heads=HEADS,
+    decoder_attention_heads=HEADS,
+    encoder_ffn_dim=32,
+    decoder_ffn_dim=32,
+    dropout=0.0,
+    attention_dropout=0.0,
+    activation_dropout=0.0,
+    encoder_layerdrop=0.0,
+    decoder_layerdrop=0.0,
+    init_std=0.3,
+)
+
+MARIAN_KWARGS = dict(
+    COMMON_KWARGS,
+    max_position_embeddings=64,
+    pad_token_id=VOCAB - 1,
+    eos_token_id=0,
+    forced_eos_token_id=0,
+    decoder_start_token_id=VOCAB - 1,
+)
+
+SPEECH_KWARGS = dict(
+    COMMON_KWARGS,
+    input_feat_per_channel=8,
+    input_channels=1,
+    conv_channels=16,
+    conv_kernel_sizes=(5, 5),
+    num_conv_layers=2,
+    max_source_positions=32,
+    max_target_positions=32,
+    pad_token_id=1,
+    bos_token_id=0,
+    eos_token_id=2,
+    decoder_start_token_id=2,
+)
+
+# Head-selection keywords every test config starts from (a test overrides what it needs).
+HEADSEL_DEFAULTS = dict(encoder_tasks=ENCODER_TASKS, decoder_tasks=DECODER_TASKS)
+
+ALL_COMPONENTS = ["encoder_self", "decoder_self", "decoder_cross"]
+
+
+def seed_everything(seed: int = SEED) -> None:
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+
+
+@dataclass
+class Family:
+    """One model family: its classes and how to build tiny configs, models and inputs."""
+
+    name: str
+    config_class: type
+    model_class: type
+    stock_config_class: type
+    stock_model_class: type
+    auto_model_class: type
+    base_kwargs: dict
+    main_input_name: str
+    files: tuple = field(default=())  # the flat modules save_pretrained must write
+
+    # ---- configs and models -----------------------------------------------------------------------------------
+
+    def config(self, **overrides):
+        """A head-selection config: tiny stock keywords, two encoder and three decoder tasks, then `overrides`."""
+        return self.config_class(**{**self.base_kwargs, **HEADSEL_DEFAULTS, **overrides})
+
+    def stock_config(self, **overrides):
+        return self.stock_config_class(**{**self.base_kwargs, **overrides})
+
+    def model(self, seed: int = SEED, config=None, **overrides):
+        """A seeded head-selection model in eval mode."""
+        config = self.config(**overrides) if config is None else config
+        seed_everything(seed)
+        return self.model_class(config).eval()
+
+    def stock_model(self, seed: int = SEED, **overrides):
+        seed_everything(seed)
+        return self.stock_model_class(self.stock_config(**overrides)).eval()
+
+    # ---- inputs -----------------------------------------------------------------------------------------------
+
+    @property
+    def pad_token_id(self) -> int:
+        return self.base_kwargs["pad_token_id"]
+
+    @property
+    def decoder_start_token_id(self) -> int:
+        return self.base_kwargs["decoder_start_token_id"]
+
+    def special_ids(self) -> set[int]:
+        kw = self.base_kwargs
+        return {kw["pad_token_id"], kw["eos_token_id"], kw["decoder_start_token_id"], kw.get("bos_token_id", -1)}
+
+    def random_tokens(self, generator: torch.Generator, shape) -> torch.LongTensor:
+        """Ordinary tokens (never pad / eos / bos / start)."""
+        ordinary = torch.tensor(sorted(set(range(VOCAB)) - self.special_ids()))
+        return ordinary[torch.randint(len(ordinary), shape, generator=generator)]
+
+    def inputs(self, batch_size: int = 4, seed: int = SEED) -> dict:
+        """Encoder inputs and their attention mask; the last example is padded."""
+        generator = torch.Generator().manual_seed(seed)
+        if self.main_input_name == "input_ids":
+            length = 7
+            input_ids = self.random_tokens(generator, (batch_size, length))
+            input_ids[:, -1] = self.base_kwargs["eos_token_id"]
+            attention_mask = torch.ones(batch_size, length, dtype=torch.long)
+            # last example: 4 tokens then eos then padding
+            input_ids[-1, 4] = self.base_kwargs["eos_token_id"]
+            input_ids[-1, 5:] = self.pad_token_id
+            attention_mask[-1, 5:] = 0
+            return {"input_ids": input_ids, "attention_mask": attention_mask}
+        frames, features = 24, self.base_kwargs["input_feat_per_channel"]
+        input_features = torch.randn(batch_size, frames, features, generator=generator)
+        attention_mask = torch.ones(batch_size, frames, dtype=torch.long)
+        input_features[-1, 14:] = 0.0
+        attention_mask[-1, 14:] = 0
+        return {"input_features": input_features, "attention_mask": attention_mask}
+
+    def decoder_input_ids(self, batch_size: int = 4, length: int = 5, seed: int = SEED + 1) -> torch.LongTensor:
+        generator = torch.Generator().manual_seed(seed)
+        ids = self.random_tokens(generator, (batch_size, length))
+        ids[:, 0] = self.decoder_start_token_id
+        return ids
+
+    def labels(self, batch_size: int = 4, length: int = 5, seed: int = SEED + 2, pad_last: int = 2) -> torch.LongTensor:
+        """Target tokens; the last example's final `pad_last` positions are -100 (ignored)."""
+        generator = torch.Generator().manual_seed(seed)
+        labels = self.random_tokens(generator, (batch_size, length))
+        if pad_last:
+            labels[-1, -pad_last:] = -100
+        return labels
+
+
+MARIAN = Family(
+    name="marian",
+    config_class=HeadSelMarianConfig,
+    model_class=HeadSelMarianMTModel,
+    stock_config_class=MarianConfig,
+    stock_model_class=MarianMTModel,
+    auto_model_class=AutoModelForSeq2SeqLM,
+    base_kwargs=MARIAN_KWARGS,
+    main_input_name="input_ids",
+    files=("head_selection.py", "configuration_headsel_marian.py", "modeling_headsel_marian.py"),
+)
+
+SPEECH2TEXT = Family(
+    name="speech_to_text",
+    config_class=HeadSelSpeech2TextConfig,
+    model_class=HeadSelSpeech2TextForConditionalGeneration,
+    stock_config_class=Speech2TextConfig,
+    stock_model_class=Speech2TextForConditionalGeneration,
+    auto_model_class=AutoModelForSpeechSeq2Seq,
+    base_kwargs=SPEECH_KWARGS,
+    main_input_name="input_features",
+    files=(
+        "head_selection.py",
+        "configuration_headsel_speech_to_text.py",
+        "modeling_headsel_speech_to_text.py",
+    ),
+)
+
+FAMILIES = {family.name: family for family in (MARIAN, SPEECH2TEXT)}
+
+
+@pytest.fixture(params=list(FAMILIES), ids=list(FAMILIES))
+def family(request) -> Family:
+    return FAMILIES[request.param]
+
+
+@pytest.fixture
+def marian() -> Family:
+    return MARIAN
+
+
+@pytest.fixture
+def speech2text() -> Family:
+    return SPEECH2TEXT
+
+
+@pytest.fixture(autouse=True)
+def _seeded():
+    """Every test starts from the same random state."""
+    seed_everything()
+    yield
+
+
+# ---- helpers shared by the test modules -------------------------------------------------------------------------
+
+
+def randomize_selector_logits(model, seed: int = SEED, scale: float = 3.0) -> None:
+    """Spread `phi` (randn * scale) so that different tasks almost surely select different heads."""
+    generator = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for selector in model.head_selection.values():
+            if selector.logits is not None:
+                selector.logits.copy_(torch.randn(selector.logits.shape, generator=generator) * scale)
+
+
+def selecting_attentions(model):
+    """`(component, layer index, attention module)` of every head-selection attention layer of a model."""
+    found = []
+    for component in model.head_selection:
+        layers = model.model.encoder.layers if component == "encoder_self" else model.model.decoder.layers
+        name = "encoder_attn" if component == "decoder_cross" else "self_attn"
+        for index, layer in enumerate(layers):
+            found.append((component, index, getattr(layer, name)))
+    return found
+
+
+def component_task(config, component: str, encoder_task: int, decoder_task: int) -> int:
+    """The row of `phi` (the task) that keys `component` for an example, computed from the documented rules."""
+    if component == "encoder_self":
+        return encoder_task
+    if component == "decoder_self":
+        return decoder_task
+    key = config.cross_attention_task_key
+    if key == "decoder":
+        return decoder_task
+    if key == "encoder":
+        return encoder_task
+    return encoder_task * len(config.decoder_tasks) + decoder_task
+
+
+def extract_stock_model(family: Family, model, encoder_task: int, decoder_task: int):
+    """The stock model (H heads everywhere) that the head-selection model is for one (encoder, decoder) task pair:
+    the query/key/value rows of every selecting layer are those of `model.selected_heads()`, slot by slot."""
+    stock = family.stock_model_class(family.stock_config(attn_implementation="eager")).eval()
+    state = {k: v for k, v in model.state_dict().items() if not k.startswith("head_selection.")}
+    selected = model.selected_heads()
+    for component, layer, _ in selecting_attentions(model):
+        heads = selected[component][component_task(model.config, component, encoder_task, decoder_task), layer]
+        rows = (heads[:, None] * HEAD_DIM + torch.arange(HEAD_DIM)).flatten()
+        side = "encoder" if component == "encoder_self" else "decoder"
+        name = "encoder_attn" if component == "decoder_cross" else "self_attn"
+        prefix = f"model.{side}.layers.{layer}.{name}"
+        for proj in ("q_proj", "k_proj", "v_proj"):
+            for kind in ("weight", "bias"):
+                key = f"{prefix}.{proj}.{kind}"
+                if key in state:
+                    state[key] = state[key].index_select(0, rows)
+    stock.load_state_dict(state, strict=True)
+    return stock
+
+
+def forward_logits(model, inputs: dict, decoder_input_ids, **kwargs) -> torch.Tensor:
+    with torch.no_grad():
+        return model(**inputs, decoder_input_ids=decoder_input_ids, **kwargs).logits
+
+
+def take(inputs: dict, index) -> dict:
+    """Examples `index` (an int or a slice) of a batch of inputs, keeping the batch dimension."""
+    if isinstance(index, int):
+        index = slice(index, index + 1)
+    return {key: value[index] for key, value in inputs.items()}

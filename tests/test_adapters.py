@@ -1,0 +1,121 @@
+"""Per-task bottleneck adapters (`task_adapter_dim`): the adapter baseline of Gong et al. (2021)."""
+
+import pytest
+import torch
+
+from hf_headsel.adapters import TaskAdapters
+
+NO_SELECTION = dict(head_selection_components=[], total_encoder_attention_heads=4, total_decoder_attention_heads=4)
+ENCODER_IDS = torch.tensor([0, 1, 1, 0])
+DECODER_IDS = torch.tensor([2, 0, 2, 1])
+
+
+def _perturb_adapters(model, seed=7):
+    generator = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for module in model.modules():
+            if isinstance(module, TaskAdapters):
+                for parameter in module.parameters():
+                    parameter.add_(torch.randn(parameter.shape, generator=generator) * 0.5)
+
+
+def _logits(model, family, inputs, rows=slice(None), **ids):
+    """Logits of `inputs[rows]` with the matching rows of the family's labels as decoder inputs."""
+    inputs = {name: value[rows] for name, value in inputs.items()}
+    with torch.no_grad():
+        return model(**inputs, labels=family.labels()[rows], **ids).logits
+
+
+@pytest.mark.parametrize("key", ["direction", "task"])
+def test_fresh_adapters_leave_a_loaded_stock_model_unchanged(family, tmp_path, key):
+    stock = family.stock_model()
+    stock.save_pretrained(tmp_path)
+    config = family.config(**NO_SELECTION, task_adapter_dim=8, task_adapter_key=key)
+    model, info = family.model_class.from_pretrained(tmp_path, config=config, output_loading_info=True)
+    model.eval()
+    assert info["missing_keys"] and all(".task_adapter." in k for k in info["missing_keys"])
+    assert not info["unexpected_keys"] and not info["mismatched_keys"]
+    inputs = family.inputs()
+    torch.testing.assert_close(
+        _logits(model, family, inputs, encoder_task_ids=ENCODER_IDS, decoder_task_ids=DECODER_IDS),
+        _logits(stock, family, inputs),
+    )
+
+
+def test_adapter_parameter_shapes_follow_the_key(family):
+    by_direction = family.model(**NO_SELECTION, task_adapter_dim=8, task_adapter_key="direction")
+    by_task = family.model(**NO_SELECTION, task_adapter_dim=8, task_adapter_key="task")
+    directions = len(by_direction.config.encoder_tasks) * len(by_direction.config.decoder_tasks)
+    assert by_direction.model.encoder.layers[0].task_adapter.down_weight.shape == (directions, 8, 16)
+    assert by_direction.model.decoder.layers[1].task_adapter.up_weight.shape == (directions, 16, 8)
+    assert by_task.model.encoder.layers[0].task_adapter.down_weight.shape[0] == 2
+    assert by_task.model.decoder.layers[0].task_adapter.down_weight.shape[0] == 3
+    assert all(torch.count_nonzero(m.up_weight) == 0 for m in by_task.modules() if isinstance(m, TaskAdapters))
+
+
+@pytest.mark.parametrize("key", ["direction", "task"])
+def test_mixed_batch_equals_each_example_alone(family, key):
+    model = family.model(task_adapter_dim=8, task_adapter_key=key)
+    _perturb_adapters(model)
+    inputs = family.inputs()
+    mixed = _logits(model, family, inputs, encoder_task_ids=ENCODER_IDS, decoder_task_ids=DECODER_IDS)
+    for row in range(len(ENCODER_IDS)):
+        rows = slice(row, row + 1)
+        one = _logits(model, family, inputs, rows, encoder_task_ids=ENCODER_IDS[rows], decoder_task_ids=DECODER_IDS[rows])
+        torch.testing.assert_close(mixed[rows], one)
+
+
+def test_direction_adapters_differ_per_direction(family):
+    model = family.model(**NO_SELECTION, task_adapter_dim=8, task_adapter_key="direction")
+    _perturb_adapters(model)
+    inputs, first = family.inputs(), slice(0, 1)
+    a = _logits(model, family, inputs, first, encoder_task_ids=torch.tensor([0]), decoder_task_ids=torch.tensor([1]))
+    b = _logits(model, family, inputs, first, encoder_task_ids=torch.tensor([1]), decoder_task_ids=torch.tensor([1]))
+    assert not torch.allclose(a, b)
+
+
+@pytest.mark.parametrize("num_beams", [1, 3])
+def test_generate_with_direction_adapters_routes_the_encoder_by_both_tasks(family, num_beams):
+    model = family.model(task_adapter_dim=8, task_adapter_key="direction")
+    _perturb_adapters(model)
+    inputs = family.inputs()
+    kwargs = dict(num_beams=num_beams, max_new_tokens=4, min_new_tokens=4)
+    mixed = model.generate(**inputs, encoder_task_ids=ENCODER_IDS, decoder_task_ids=DECODER_IDS, **kwargs)
+    for row in range(len(ENCODER_IDS)):
+        one = model.generate(
+            **{k: v[row : row + 1] for k, v in inputs.items()},
+            encoder_task_ids=ENCODER_IDS[row : row + 1], decoder_task_ids=DECODER_IDS[row : row + 1], **kwargs,
+        )
+        assert mixed[row].tolist() == one[0].tolist()
+
+
+def test_training_step_reaches_only_the_adapters_of_tasks_in_the_batch(family):
+    model = family.model(**NO_SELECTION, task_adapter_dim=8, task_adapter_key="task").train()
+    _perturb_adapters(model)
+    inputs = family.inputs()
+    out = model(**inputs, labels=family.labels(), encoder_task_ids=torch.zeros(4, dtype=torch.long),
+                decoder_task_ids=torch.tensor([1, 1, 2, 2]))
+    out.loss.backward()
+    encoder_grad = model.model.encoder.layers[0].task_adapter.down_weight.grad
+    decoder_grad = model.model.decoder.layers[0].task_adapter.down_weight.grad
+    assert encoder_grad[0].abs().sum() > 0 and encoder_grad[1].abs().sum() == 0
+    assert decoder_grad[0].abs().sum() == 0 and decoder_grad[1:].abs().sum(dim=(1, 2)).min() > 0
+
+
+def test_adapter_model_save_and_reload_keeps_the_adapters(family, tmp_path):
+    model = family.model(task_adapter_dim=8)
+    _perturb_adapters(model)
+    model.save_pretrained(tmp_path)
+    reloaded = family.model_class.from_pretrained(tmp_path).eval()
+    inputs = family.inputs()
+    ids = dict(encoder_task_ids=ENCODER_IDS, decoder_task_ids=DECODER_IDS)
+    torch.testing.assert_close(_logits(reloaded, family, inputs, **ids), _logits(model, family, inputs, **ids))
+
+
+@pytest.mark.parametrize(
+    "overrides, rule",
+    [({"task_adapter_dim": -1}, "task_adapter_dim must be >= 0"), ({"task_adapter_key": "lang"}, "task_adapter_key")],
+)
+def test_invalid_adapter_keywords_raise(family, overrides, rule):
+    with pytest.raises(ValueError, match=rule):
+        family.config(**overrides)

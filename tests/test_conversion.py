@@ -1,0 +1,406 @@
+"""Export (one task -> a stock model) and upcycling (a stock checkpoint -> a head-selection model).
+
+Equalities are exact in the math (the same rows of the same weights, multiplied the same way), so they are checked
+with `torch.testing.assert_close` at its default tolerances. Each family of tests also shows that it can fail: the
+tasks of the models used select different heads and produce different logits.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import itertools
+import json
+import os
+from pathlib import Path
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+import pytest
+import sentencepiece as spm
+import torch
+from transformers import (
+    AutoModelForSeq2SeqLM,
+    MarianConfig,
+    MarianMTModel,
+    MarianTokenizer,
+    Speech2TextConfig,
+    Speech2TextForConditionalGeneration,
+)
+from transformers.utils import logging as hf_logging
+
+from hf_headsel import (
+    HeadSelMarianConfig,
+    HeadSelMarianMTModel,
+    HeadSelSpeech2TextConfig,
+    HeadSelSpeech2TextForConditionalGeneration,
+)
+from hf_headsel.conversion import (
+    HEAD_SELECTION_CONFIG_KEYS,
+    export_task_model,
+    from_stock,
+    head_rows,
+    resolve_export_tasks,
+    stock_model_class,
+)
+from hf_headsel.head_selection import LOGIT_INIT_RANGE
+
+hf_logging.set_verbosity_error()
+hf_logging.disable_progress_bar()
+pytestmark = pytest.mark.filterwarnings("ignore:Recommended. pip install sacremoses")  # MarianTokenizer's hint
+
+ROOT = Path(__file__).resolve().parents[1]
+HEADS, HEAD_DIM, LAYERS, VOCAB = 4, 4, 2, 40
+ENCODER_TASKS, DECODER_TASKS = ["en", "de"], ["de", "fr", "it"]
+ALL_COMPONENTS = ["encoder_self", "decoder_self", "decoder_cross"]
+
+COMMON = dict(
+    vocab_size=VOCAB, d_model=HEADS * HEAD_DIM, encoder_layers=LAYERS, decoder_layers=LAYERS,
+    encoder_attention_heads=HEADS, decoder_attention_heads=HEADS, encoder_ffn_dim=32, decoder_ffn_dim=32,
+    dropout=0.0, attention_dropout=0.0, activation_dropout=0.0, init_std=0.5,
+)
+FAMILIES = {
+    "marian": dict(
+        config=HeadSelMarianConfig, model=HeadSelMarianMTModel, stock_config=MarianConfig, stock_model=MarianMTModel,
+        kwargs=dict(COMMON, max_position_embeddings=64, pad_token_id=VOCAB - 1, eos_token_id=0,
+                    decoder_start_token_id=VOCAB - 1, forced_eos_token_id=0),
+    ),
+    "speech_to_text": dict(
+        config=HeadSelSpeech2TextConfig, model=HeadSelSpeech2TextForConditionalGeneration,
+        stock_config=Speech2TextConfig, stock_model=Speech2TextForConditionalGeneration,
+        kwargs=dict(COMMON, input_feat_per_channel=8, input_channels=1, conv_channels=16, conv_kernel_sizes=(5, 5),
+                    num_conv_layers=2, max_source_positions=32, max_target_positions=32, pad_token_id=1,
+                    bos_token_id=0, eos_token_id=2, decoder_start_token_id=2),
+    ),
+}
+# Selection settings covering every strategy, every component and every cross-attention key.
+SELECTIONS = {
+    "group-decoder": dict(head_selection_strategy="group", head_selection_components=ALL_COMPONENTS),
+    "group-pair": dict(head_selection_strategy="group", head_selection_components=ALL_COMPONENTS,
+                       cross_attention_task_key="pair", total_decoder_attention_heads=3 * HEADS),
+    "subset-encoder": dict(head_selection_strategy="subset", head_selection_components=ALL_COMPONENTS,
+                           cross_attention_task_key="encoder", total_encoder_attention_heads=6,
+                           total_decoder_attention_heads=7),
+    "subset-pair": dict(head_selection_strategy="subset", head_selection_components=ALL_COMPONENTS,
+                        cross_attention_task_key="pair"),
+    "task_specific-decoder": dict(head_selection_strategy="task_specific", head_selection_components=ALL_COMPONENTS),
+    "task_specific-pair": dict(head_selection_strategy="task_specific", head_selection_components=["encoder_self",
+                               "decoder_cross"], cross_attention_task_key="pair"),
+}
+TASKS = dict(encoder_tasks=ENCODER_TASKS, decoder_tasks=DECODER_TASKS)
+
+
+@pytest.fixture(params=list(FAMILIES))
+def family(request) -> dict:
+    return {"name": request.param, **FAMILIES[request.param]}
+
+
+def headsel_model(family: dict, seed: int = 0, **overrides):
+    """A seeded head-selection model in eval mode whose selector logits are spread (tasks pick different heads)."""
+    torch.manual_seed(seed)
+    model = family["model"](family["config"](**{**family["kwargs"], **TASKS, **overrides})).eval()
+    with torch.no_grad():
+        for selector in model.head_selection.values():
+            if selector.logits is not None:
+                selector.logits.normal_(std=3.0)
+    return model
+
+
+def stock_model(family: dict, seed: int = 0):
+    torch.manual_seed(seed)
+    return family["stock_model"](family["stock_config"](**family["kwargs"])).eval()
+
+
+def model_inputs(family: dict, batch_size: int = 3) -> dict:
+    """Encoder inputs (the last example padded) and decoder inputs."""
+    generator = torch.Generator().manual_seed(7)
+    if family["name"] == "marian":
+        inputs = {"input_ids": torch.randint(1, VOCAB - 1, (batch_size, 6), generator=generator),
+                  "attention_mask": torch.ones(batch_size, 6, dtype=torch.long)}
+        inputs["attention_mask"][-1, 4:] = 0
+    else:
+        inputs = {"input_features": torch.randn(batch_size, 20, 8, generator=generator),
+                  "attention_mask": torch.ones(batch_size, 20, dtype=torch.long)}
+        inputs["attention_mask"][-1, 12:] = 0
+    inputs["decoder_input_ids"] = torch.randint(3, VOCAB - 1, (batch_size, 5), generator=generator)
+    return inputs
+
+
+def logits(model, inputs: dict, encoder_task: int | None = None, decoder_task: int | None = None) -> torch.Tensor:
+    """Logits with every example routed to the given tasks (stock models take no task ids)."""
+    batch_size = inputs["decoder_input_ids"].shape[0]
+    routes = {}
+    if encoder_task is not None:
+        routes["encoder_task_ids"] = torch.full((batch_size,), encoder_task)
+    if decoder_task is not None:
+        routes["decoder_task_ids"] = torch.full((batch_size,), decoder_task)
+    with torch.no_grad():
+        return model(**inputs, **routes).logits
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# Export
+# --------------------------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("selection", list(SELECTIONS))
+def test_export_matches_every_direction(family, selection):
+    model = headsel_model(family, **SELECTIONS[selection])
+    inputs = model_inputs(family)
+    stock_class = family["stock_model"]
+    per_direction = {}
+    for (e, encoder_task), (d, decoder_task) in itertools.product(enumerate(ENCODER_TASKS), enumerate(DECODER_TASKS)):
+        exported = export_task_model(model, encoder_task=encoder_task, decoder_task=decoder_task)
+        assert type(exported) is stock_class
+        assert not exported.training
+        expected = logits(model, inputs, e, d)
+        torch.testing.assert_close(logits(exported, inputs), expected)
+        per_direction[(e, d)] = expected
+    # the equality is not vacuous: directions use different heads and give different logits
+    distinct = {tuple(v.flatten()[:8].tolist()) for v in per_direction.values()}
+    assert len(distinct) > 1
+
+
+def test_export_copies_selected_rows_in_slot_order(family):
+    model = headsel_model(family, **SELECTIONS["subset-pair"])
+    exported = export_task_model(model, encoder_task="de", decoder_task="it")
+    pair_row = 1 * len(DECODER_TASKS) + 2
+    for component, name, row in (("encoder_self", "model.encoder.layers.1.self_attn", 1),
+                                 ("decoder_self", "model.decoder.layers.0.self_attn", 2),
+                                 ("decoder_cross", "model.decoder.layers.1.encoder_attn", pair_row)):
+        layer = int(name.split(".")[3])
+        heads = model.selected_heads()[component][row, layer]
+        rows = head_rows(heads, HEAD_DIM)
+        source, target = model.get_submodule(name), exported.get_submodule(name)
+        for projection in ("q_proj", "k_proj", "v_proj"):
+            torch.testing.assert_close(getattr(target, projection).weight, getattr(source, projection).weight[rows])
+            torch.testing.assert_close(getattr(target, projection).bias, getattr(source, projection).bias[rows])
+        torch.testing.assert_close(target.out_proj.weight, source.out_proj.weight)
+        assert getattr(target, "q_proj").weight.shape == (HEADS * HEAD_DIM, HEADS * HEAD_DIM)
+
+
+def test_export_task_resolution(family):
+    model = headsel_model(family, **SELECTIONS["group-decoder"])
+    inputs = model_inputs(family)
+    # "de" is a task of both sides: task="de" means encoder "de" and decoder "de"
+    torch.testing.assert_close(logits(export_task_model(model, "de"), inputs), logits(model, inputs, 1, 0))
+    # explicit sides win over task=
+    torch.testing.assert_close(logits(export_task_model(model, "de", decoder_task="it"), inputs),
+                               logits(model, inputs, 1, 2))
+    with pytest.raises(ValueError, match="needs the encoder task"):
+        export_task_model(model, decoder_task="fr")  # two encoder tasks, no default
+    with pytest.raises(ValueError, match="unknown task 'xx'"):
+        export_task_model(model, "xx")
+    with pytest.raises(ValueError, match="unknown decoder task 'en'"):
+        export_task_model(model, encoder_task="en", decoder_task="en")
+    model.set_default_task(encoder_task="en")
+    torch.testing.assert_close(logits(export_task_model(model, decoder_task="fr"), inputs), logits(model, inputs, 0, 1))
+
+
+def test_export_pair_key_needs_the_direction(family):
+    model = headsel_model(family, **SELECTIONS["task_specific-pair"], default_decoder_task="fr")
+    # cross-attention keyed by the pair: the decoder default alone does not make a direction
+    with pytest.raises(ValueError, match="needs the encoder task"):
+        export_task_model(model)
+    assert resolve_export_tasks(model.config, "en") == {"encoder": "en", "decoder": "fr"}
+
+
+def test_export_only_needs_the_sides_that_select(family):
+    model = headsel_model(family, head_selection_components=["decoder_self"])
+    inputs = model_inputs(family)
+    # the encoder does not select: any encoder task computes the same, no encoder task is needed
+    exported = export_task_model(model, decoder_task="it")
+    torch.testing.assert_close(logits(exported, inputs), logits(model, inputs, 0, 2))
+    torch.testing.assert_close(logits(exported, inputs), logits(model, inputs, 1, 2))
+
+
+def test_exported_model_loads_with_stock_transformers(family, tmp_path):
+    model = headsel_model(family, **SELECTIONS["group-pair"])
+    inputs = model_inputs(family)
+    export_task_model(model, encoder_task="en", decoder_task="fr").save_pretrained(tmp_path)
+    config = json.loads((tmp_path / "config.json").read_text())
+    assert config["model_type"] == family["stock_config"].model_type
+    assert "auto_map" not in config
+    assert not [key for key in config if "head_selection" in key or key.endswith("_tasks")]
+    assert not list(tmp_path.glob("*.py"))
+    reloaded = family["stock_model"].from_pretrained(tmp_path)
+    assert type(reloaded) is family["stock_model"]
+    torch.testing.assert_close(logits(reloaded, inputs), logits(model, inputs, 0, 1))
+
+
+def test_export_rejects_stock_models(family):
+    with pytest.raises(ValueError, match="needs a head-selection model"):
+        export_task_model(stock_model(family), "en")
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# Upcycling
+# --------------------------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("selection", list(SELECTIONS))
+def test_from_stock_equals_stock_for_every_task(family, selection):
+    stock = stock_model(family)
+    inputs = model_inputs(family, batch_size=4)
+    model = from_stock(family["model"], stock, **TASKS, **SELECTIONS[selection])
+    assert type(model) is family["model"] and not model.training
+    expected = logits(stock, inputs)
+    for e, d in itertools.product(range(len(ENCODER_TASKS)), range(len(DECODER_TASKS))):
+        torch.testing.assert_close(logits(model, inputs, e, d), expected)
+    mixed = {"encoder_task_ids": torch.tensor([0, 1, 1, 0]), "decoder_task_ids": torch.tensor([2, 0, 1, 1])}
+    with torch.no_grad():
+        torch.testing.assert_close(model(**inputs, **mixed).logits, expected)
+
+
+def test_from_stock_tiles_heads_and_initialises_fresh_logits(family):
+    stock = stock_model(family)
+    model = from_stock(family["model"], stock, **TASKS, **SELECTIONS["group-decoder"])
+    name = "model.decoder.layers.1.encoder_attn"
+    stock_attention, attention = stock.get_submodule(name), model.get_submodule(name)
+    assert attention.q_proj.weight.shape[0] == 2 * HEADS * HEAD_DIM
+    for projection in ("q_proj", "k_proj", "v_proj"):
+        torch.testing.assert_close(getattr(attention, projection).weight,
+                                   getattr(stock_attention, projection).weight.repeat(2, 1))
+        torch.testing.assert_close(getattr(attention, projection).bias,
+                                   getattr(stock_attention, projection).bias.repeat(2))
+    torch.testing.assert_close(attention.out_proj.weight, stock_attention.out_proj.weight)
+    for selector in model.head_selection.values():
+        low, high = LOGIT_INIT_RANGE
+        assert selector.logits.min() >= low and selector.logits.max() <= high
+        assert selector.logits.std() > 0.1  # fresh uniform draws, not a constant
+
+
+def test_from_stock_subset_makes_the_first_heads_win(family):
+    stock = stock_model(family)
+    inputs = model_inputs(family)
+    model = from_stock(family["model"], stock, **TASKS, **SELECTIONS["subset-encoder"])
+    for component, heads in model.selected_heads().items():
+        assert torch.equal(heads, torch.arange(HEADS).expand_as(heads)), component
+    # Why the reordering is needed: another selected set fills the slots with other stock heads.
+    with torch.no_grad():
+        logits_ = model.head_selection["encoder_self"].logits
+        logits_[..., 0] = -10.0
+    assert not torch.allclose(logits(model, inputs, 0, 0), logits(stock, inputs), atol=1e-3)
+
+
+def test_from_stock_round_trips_through_export(family):
+    stock = stock_model(family)
+    model = from_stock(family["model"], stock, **TASKS, **SELECTIONS["group-pair"])
+    exported = export_task_model(model, encoder_task="de", decoder_task="it")
+    expected = stock.state_dict()
+    for key, value in exported.state_dict().items():
+        torch.testing.assert_close(value, expected[key], msg=key)
+
+
+def test_from_stock_loads_a_stock_checkpoint(family, tmp_path):
+    stock = stock_model(family)
+    stock.save_pretrained(tmp_path / "stock")
+    model = from_stock(family["model"], tmp_path / "stock", **TASKS)
+    inputs = model_inputs(family)
+    torch.testing.assert_close(logits(model, inputs, 1, 2), logits(stock, inputs))
+    assert model.config.model_type == family["config"].model_type
+    assert stock_model_class(model) is family["stock_model"]
+
+
+def test_from_stock_rules(family, tmp_path):
+    stock = stock_model(family)
+    with pytest.raises(ValueError, match="only head-selection keywords.*'d_model'"):
+        from_stock(family["model"], stock, d_model=32)
+    headsel = headsel_model(family)
+    with pytest.raises(ValueError, match="needs a stock"):
+        from_stock(family["model"], headsel)
+    headsel.save_pretrained(tmp_path / "headsel")
+    with pytest.raises(ValueError, match="is a 'headsel_.*' one"):
+        from_stock(family["model"], tmp_path / "headsel")
+    with pytest.raises(ValueError, match="the task_specific strategy needs"):
+        from_stock(family["model"], stock, **TASKS, head_selection_strategy="task_specific",
+                   total_decoder_attention_heads=8, head_selection_components=["decoder_self"])
+
+
+def test_task_adapters_upcycle_exactly_but_do_not_export(family):
+    if "task_adapter_dim" not in HEAD_SELECTION_CONFIG_KEYS:
+        pytest.skip("this version has no task adapters")
+    stock = stock_model(family)
+    inputs = model_inputs(family)
+    model = from_stock(family["model"], stock, **TASKS, task_adapter_dim=8)
+    torch.testing.assert_close(logits(model, inputs, 1, 2), logits(stock, inputs))  # fresh adapters are identities
+    with pytest.raises(ValueError, match="cannot export a model with task adapters"):
+        export_task_model(model, encoder_task="en", decoder_task="fr")
+
+
+def test_from_stock_keeps_dtype(family):
+    stock = stock_model(family).to(torch.float64)
+    model = from_stock(family["model"], stock, **TASKS)
+    assert model.dtype == torch.float64
+    inputs = model_inputs(family)
+    if "input_features" in inputs:
+        inputs["input_features"] = inputs["input_features"].double()
+    torch.testing.assert_close(logits(model, inputs, 0, 1), logits(stock, inputs))
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# Command line: training/export_task_models.py
+# --------------------------------------------------------------------------------------------------------------------
+
+
+def load_script(name: str):
+    spec = importlib.util.spec_from_file_location(name, ROOT / "training" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def marian_tokenizer(folder: Path) -> MarianTokenizer:
+    """A tiny MarianTokenizer (one sentencepiece model for both sides, `</s>`=0, `<unk>`=1, `<pad>`=2)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    texts = ["the cat sat on the mat", "le chat est sur le tapis", "il gatto sta sul tappeto", "hello world"] * 4
+    spm.SentencePieceTrainer.train(
+        sentence_iterator=iter(texts), model_prefix=str(folder / "sp"), vocab_size=30, model_type="unigram",
+        hard_vocab_limit=False, eos_id=0, unk_id=1, pad_id=2, bos_id=-1, minloglevel=2, character_coverage=1.0,
+    )
+    processor = spm.SentencePieceProcessor(model_file=str(folder / "sp.model"))
+    vocab = {processor.id_to_piece(i): i for i in range(processor.get_piece_size())}
+    (folder / "vocab.json").write_text(json.dumps(vocab))
+    return MarianTokenizer(str(folder / "sp.model"), str(folder / "sp.model"), str(folder / "vocab.json"))
+
+
+def test_export_cli_writes_one_stock_folder_per_task(tmp_path):
+    family = {"name": "marian", **FAMILIES["marian"]}
+    tokenizer = marian_tokenizer(tmp_path / "spm")
+    model = headsel_model(family, encoder_tasks=["en"], decoder_tasks=["fr", "it"],
+                          head_selection_components=ALL_COMPONENTS, vocab_size=len(tokenizer), pad_token_id=2,
+                          decoder_start_token_id=2, eos_token_id=0, forced_eos_token_id=0)
+    source = tmp_path / "source"
+    model.save_pretrained(source)
+    tokenizer.save_pretrained(source)
+    (source / "all_results.json").write_text(json.dumps({"eval_bleu": 11.0, "eval_bleu_fr": 12.5, "eval_bleu_it": 9.5}))
+
+    script = load_script("export_task_models")
+    folders = script.main([str(source), str(tmp_path / "exported"), "--source_name", "me/mt-headsel"])
+
+    assert sorted(folder.name for folder in folders) == ["fr", "it"]
+    text = tokenizer(["the cat sat", "hello world"], return_tensors="pt", padding=True)
+    for decoder_id, folder in enumerate(sorted(folders)):
+        reloaded = AutoModelForSeq2SeqLM.from_pretrained(folder)  # stock Auto class, no remote code
+        assert type(reloaded) is MarianMTModel
+        decoder_input_ids = torch.tensor([[2, 5, 6], [2, 7, 8]])
+        with torch.no_grad():
+            expected = model(**text, decoder_input_ids=decoder_input_ids,
+                             decoder_task_ids=torch.tensor([decoder_id] * 2)).logits
+            torch.testing.assert_close(reloaded(**text, decoder_input_ids=decoder_input_ids).logits, expected)
+        assert MarianTokenizer.from_pretrained(folder)("the cat sat").input_ids == tokenizer("the cat sat").input_ids
+        card = (folder / "README.md").read_text()
+        assert f"decoder task `{folder.name}`" in card and "me/mt-headsel" in card
+        assert {"fr": "12.50", "it": "9.50"}[folder.name] in card
+    with pytest.raises(ValueError, match="unknown directions"):
+        script.export_targets(model.config, directions=["en-de"])
+    assert [label for label, _ in script.export_targets(model.config, directions=["all"])] == ["en-fr", "en-it"]
+
+
+def test_model_methods_wrap_export_and_upcycling(family):
+    stock = stock_model(family)
+    model = family["model"].from_stock(stock, **TASKS, **SELECTIONS["group-pair"])
+    assert type(model) is family["model"]
+    inputs = model_inputs(family)
+    torch.testing.assert_close(logits(model, inputs, 1, 2), logits(stock, inputs))
+    exported = model.export_task_model(encoder_task="de", decoder_task="it")
+    torch.testing.assert_close(logits(exported, inputs), logits(model, inputs, 1, 2))

@@ -1,0 +1,238 @@
+"""Inference from a saved ("downloaded") model folder: Auto classes with `trust_remote_code=True`, and the
+`translation` / `automatic-speech-recognition` pipelines with a task.
+
+The folders are built here, offline: tiny sentencepiece tokenizers (MarianTokenizer: `source.spm`, `target.spm`,
+`vocab.json`; Speech2TextTokenizer: `sentencepiece.bpe.model`, `vocab.json`, with a Speech2TextFeatureExtractor in a
+Speech2TextProcessor), a tiny model, and `hf_headsel.hub.prepare_model_folder` (remote code + `custom_pipelines`).
+Every routed output is compared with `generate()` on the original model for the same task, and the tasks are chosen
+so that their outputs differ (otherwise a pipeline ignoring the task would pass).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+import numpy as np
+import pytest
+import sentencepiece as spm
+import torch
+from transformers import (
+    AutoModelForSeq2SeqLM,
+    AutoModelForSpeechSeq2Seq,
+    MarianTokenizer,
+    Speech2TextFeatureExtractor,
+    Speech2TextProcessor,
+    Speech2TextTokenizer,
+    pipeline,
+)
+from transformers.utils import logging as hf_logging
+
+from hf_headsel import (
+    HeadSelMarianConfig,
+    HeadSelMarianMTModel,
+    HeadSelSpeech2TextConfig,
+    HeadSelSpeech2TextForConditionalGeneration,
+)
+from hf_headsel.hub import prepare_model_folder
+
+hf_logging.set_verbosity_error()
+hf_logging.disable_progress_bar()
+pytestmark = pytest.mark.filterwarnings("ignore:Recommended. pip install sacremoses")  # MarianTokenizer's hint
+
+ROOT = Path(__file__).resolve().parents[1]
+TEXTS = ["the cat sat on the mat", "le chat est sur le tapis", "il gatto sta sul tappeto", "hello world",
+         "bonjour le monde", "ciao mondo"] * 4
+SOURCES = ["the cat sat on the mat", "hello world"]
+GENERATE = dict(max_new_tokens=6, num_beams=1)
+COMMON = dict(d_model=16, encoder_layers=2, decoder_layers=2, encoder_attention_heads=4, decoder_attention_heads=4,
+              encoder_ffn_dim=32, decoder_ffn_dim=32, dropout=0.0, init_std=1.0,
+              head_selection_strategy="task_specific",
+              head_selection_components=["encoder_self", "decoder_self", "decoder_cross"])
+
+
+def train_spm(folder: Path, **specials) -> dict[str, int]:
+    spm.SentencePieceTrainer.train(
+        sentence_iterator=iter(TEXTS), model_prefix=str(folder / "sp"), vocab_size=40, model_type="unigram",
+        hard_vocab_limit=False, minloglevel=2, character_coverage=1.0, **specials,
+    )
+    processor = spm.SentencePieceProcessor(model_file=str(folder / "sp.model"))
+    vocab = {processor.id_to_piece(i): i for i in range(processor.get_piece_size())}
+    (folder / "vocab.json").write_text(json.dumps(vocab))
+    return vocab
+
+
+def marian_tokenizer(folder: Path) -> MarianTokenizer:
+    """`</s>`=0, `<unk>`=1, `<pad>`=2 (Marian's order); one sentencepiece model for both sides."""
+    train_spm(folder, eos_id=0, unk_id=1, pad_id=2, bos_id=-1)
+    return MarianTokenizer(str(folder / "sp.model"), str(folder / "sp.model"), str(folder / "vocab.json"))
+
+
+def speech_processor(folder: Path) -> Speech2TextProcessor:
+    """fairseq's ids `<s>`=0, `<pad>`=1, `</s>`=2, `<unk>`=3; 8 mel bins."""
+    train_spm(folder, bos_id=0, pad_id=1, eos_id=2, unk_id=3)
+    tokenizer = Speech2TextTokenizer(str(folder / "vocab.json"), str(folder / "sp.model"))
+    features = Speech2TextFeatureExtractor(feature_size=8, num_mel_bins=8)
+    return Speech2TextProcessor(feature_extractor=features, tokenizer=tokenizer)
+
+
+@pytest.fixture(scope="module")
+def marian(tmp_path_factory):
+    """(folder, model, tokenizer): a head-selection Marian model with one encoder and two decoder tasks."""
+    root = tmp_path_factory.mktemp("marian")
+    tokenizer = marian_tokenizer(root)
+    config = HeadSelMarianConfig(
+        **COMMON, vocab_size=len(tokenizer), max_position_embeddings=64, pad_token_id=2, eos_token_id=0,
+        decoder_start_token_id=2, forced_eos_token_id=0, encoder_tasks=["en"], decoder_tasks=["fr", "it"],
+    )
+    torch.manual_seed(3)
+    model = HeadSelMarianMTModel(config).eval()
+    folder = root / "mt-model"
+    model.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    prepare_model_folder(folder)
+    return folder, model, tokenizer
+
+
+@pytest.fixture(scope="module")
+def speech(tmp_path_factory):
+    """(folder, model, processor, waveform): a head-selection Speech2Text model with two languages on both sides."""
+    root = tmp_path_factory.mktemp("speech")
+    processor = speech_processor(root)
+    config = HeadSelSpeech2TextConfig(
+        **COMMON, vocab_size=len(processor.tokenizer), input_feat_per_channel=8, input_channels=1,
+        conv_channels=16, conv_kernel_sizes=(5, 5), num_conv_layers=2, max_source_positions=64,
+        max_target_positions=32, pad_token_id=1, bos_token_id=0, eos_token_id=2, decoder_start_token_id=2,
+        encoder_tasks=["es", "fr"], decoder_tasks=["es", "fr"],
+    )
+    torch.manual_seed(0)
+    model = HeadSelSpeech2TextForConditionalGeneration(config).eval()
+    folder = root / "asr-model"
+    model.save_pretrained(folder)
+    processor.save_pretrained(folder)
+    prepare_model_folder(folder)
+    waveform = np.random.RandomState(0).randn(3200).astype(np.float32)
+    return folder, model, processor, waveform
+
+
+def translate(model, tokenizer, texts, task: str) -> list[str]:
+    """The reference: `generate()` on the original model with the decoder task given by name."""
+    inputs = tokenizer(texts, return_tensors="pt", padding=True)
+    return tokenizer.batch_decode(model.generate(**inputs, decoder_task_ids=task, **GENERATE), skip_special_tokens=True)
+
+
+def transcribe(model, processor, waveform, task: str) -> str:
+    inputs = processor(waveform, sampling_rate=16000, return_tensors="pt")
+    tokens = model.generate(inputs["input_features"], attention_mask=inputs["attention_mask"], encoder_task_ids=task,
+                            decoder_task_ids=task, **GENERATE)
+    return processor.batch_decode(tokens, skip_special_tokens=True)[0]
+
+
+def test_the_tasks_translate_differently(marian):
+    _, model, tokenizer = marian
+    assert translate(model, tokenizer, SOURCES[:1], "fr") != translate(model, tokenizer, SOURCES[:1], "it")
+
+
+def test_auto_model_with_remote_code_and_task(marian):
+    folder, model, tokenizer = marian
+    loaded = AutoModelForSeq2SeqLM.from_pretrained(folder, trust_remote_code=True, task="it")
+    assert loaded.config.default_decoder_task == "it"
+    inputs = tokenizer(SOURCES, return_tensors="pt", padding=True)
+    expected = model.generate(**inputs, decoder_task_ids=torch.tensor([1, 1]), **GENERATE)
+    torch.testing.assert_close(loaded.generate(**inputs, **GENERATE), expected)
+
+
+def test_translation_pipeline_with_task(marian):
+    folder, model, tokenizer = marian
+    translator = pipeline("translation", model=str(folder), trust_remote_code=True,
+                          model_kwargs={"decoder_task": "it"}, **GENERATE)
+    assert type(translator).__name__ == "HeadSelTranslationPipeline"
+    it, fr = translate(model, tokenizer, SOURCES, "it"), translate(model, tokenizer, SOURCES, "fr")
+    assert translator(SOURCES[0]) == [{"translation_text": it[0]}]  # the default set at load time
+    assert translator(SOURCES[0], task="fr") == [{"translation_text": fr[0]}]  # one task for this call
+    assert translator(SOURCES, decoder_task="fr", batch_size=2) == [{"translation_text": t} for t in fr]
+    assert translator(SOURCES, tgt_lang="it") == [{"translation_text": t} for t in it]
+    with pytest.raises(ValueError, match="unknown task 'de'"):
+        translator(SOURCES[0], task="de")
+
+
+def test_translation_pipeline_task_at_construction(marian):
+    folder, model, tokenizer = marian
+    translator = pipeline("translation", model=str(folder), trust_remote_code=True, decoder_task="fr", **GENERATE)
+    assert translator(SOURCES[1]) == [{"translation_text": translate(model, tokenizer, SOURCES[1:], "fr")[0]}]
+
+
+def test_pipeline_model_kwargs_cannot_be_named_task(marian):
+    """Transformers' `pipeline()` passes its own `task` to the model loader: `model_kwargs={"task": ...}` collides
+    (hence `encoder_task` / `decoder_task` in `model_kwargs`). If this starts passing, the docs can say `task`."""
+    folder, _, _ = marian
+    with pytest.raises(TypeError, match="multiple values for keyword argument 'task'"):
+        pipeline("translation", model=str(folder), trust_remote_code=True, model_kwargs={"task": "fr"})
+
+
+def test_the_tasks_transcribe_differently(speech):
+    _, model, processor, waveform = speech
+    assert transcribe(model, processor, waveform, "es") != transcribe(model, processor, waveform, "fr")
+
+
+def test_auto_speech_model_with_remote_code_and_task(speech):
+    folder, model, processor, waveform = speech
+    loaded = AutoModelForSpeechSeq2Seq.from_pretrained(folder, trust_remote_code=True, task="fr")
+    assert (loaded.config.default_encoder_task, loaded.config.default_decoder_task) == ("fr", "fr")
+    inputs = processor(waveform, sampling_rate=16000, return_tensors="pt")
+    tokens = loaded.generate(inputs["input_features"], attention_mask=inputs["attention_mask"], **GENERATE)
+    assert processor.batch_decode(tokens, skip_special_tokens=True)[0] == transcribe(model, processor, waveform, "fr")
+
+
+def test_speech_recognition_pipeline_with_task(speech):
+    folder, model, processor, waveform = speech
+    recognizer = pipeline("automatic-speech-recognition", model=str(folder), trust_remote_code=True,
+                          model_kwargs={"encoder_task": "es", "decoder_task": "es"}, **GENERATE)
+    assert type(recognizer).__name__ == "HeadSelSpeechRecognitionPipeline"
+    assert recognizer.type == "seq2seq"  # the stock pipeline would have taken the custom class for CTC
+    assert recognizer(waveform) == {"text": transcribe(model, processor, waveform, "es")}
+    assert recognizer({"raw": waveform, "sampling_rate": 16000}, task="fr") == {
+        "text": transcribe(model, processor, waveform, "fr")
+    }
+
+
+def test_pipeline_without_hf_headsel_installed(marian, tmp_path):
+    """A fresh interpreter where `import hf_headsel` fails: model and pipeline come from the folder's remote code."""
+    folder, model, tokenizer = marian
+    script = textwrap.dedent(
+        f"""
+        import importlib.abc, json, sys
+
+        class NoHeadSel(importlib.abc.MetaPathFinder):
+            def find_spec(self, name, path=None, target=None):
+                if name == "hf_headsel" or name.startswith("hf_headsel."):
+                    raise ImportError("hf_headsel is not installed here")
+
+        sys.meta_path.insert(0, NoHeadSel())
+        from transformers import pipeline
+
+        translator = pipeline("translation", model={str(folder)!r}, trust_remote_code=True,
+                              model_kwargs={{"decoder_task": "it"}}, max_new_tokens=6, num_beams=1)
+        result = {{
+            "it": translator({SOURCES!r}),
+            "fr": translator({SOURCES!r}, task="fr"),
+            "model_module": type(translator.model).__module__,
+            "hf_headsel_imported": any(m.startswith("hf_headsel") for m in sys.modules),
+        }}
+        print(json.dumps(result))
+        """
+    )
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_MODULES_CACHE": str(tmp_path / "modules")}
+    completed = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=120)
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    result = json.loads(completed.stdout.strip().splitlines()[-1])
+    assert result["model_module"].startswith("transformers_modules.")
+    assert not result["hf_headsel_imported"]
+    assert result["it"] == [{"translation_text": t} for t in translate(model, tokenizer, SOURCES, "it")]
+    assert result["fr"] == [{"translation_text": t} for t in translate(model, tokenizer, SOURCES, "fr")]

@@ -1,0 +1,174 @@
+"""`save_pretrained` writes what `from_pretrained(path, trust_remote_code=True)` needs on a machine without
+`hf_headsel` (DESIGN.md §4): flat sibling modules importing only torch, transformers and each other.
+
+The loading side runs in a subprocess started with `python -I` (no user site, no PYTHONPATH, no script directory on
+the path) and a meta-path finder that refuses `hf_headsel`, because the package is installed (editable) in the
+environment running the tests."""
+
+from __future__ import annotations
+
+import ast
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+import torch
+
+from conftest import ALL_COMPONENTS, randomize_selector_logits
+
+ALLOWED_ABSOLUTE_IMPORTS = {"torch", "transformers", "huggingface_hub"}  # huggingface_hub: a transformers dependency
+
+ENCODER_IDS = torch.tensor([0, 1, 1, 0])
+DECODER_IDS = torch.tensor([0, 2, 1, 2])
+
+
+def build_saved_model(family, path):
+    model = family.model(head_selection_strategy="subset", head_selection_components=ALL_COMPONENTS)
+    randomize_selector_logits(model)
+    model.save_pretrained(path)
+    return model
+
+
+@pytest.fixture
+def saved(family, tmp_path):
+    path = tmp_path / "model"
+    return build_saved_model(family, path), path
+
+
+def test_save_pretrained_writes_flat_modules_and_auto_map(family, saved):
+    _, path = saved
+    for name in family.files:
+        assert (path / name).is_file(), name
+    config = json.loads((path / "config.json").read_text())
+    config_module, model_module = family.files[1][:-3], family.files[2][:-3]
+    assert config["auto_map"] == {
+        "AutoConfig": f"{config_module}.{family.config_class.__name__}",
+        family.auto_model_class.__name__: f"{model_module}.{family.model_class.__name__}",
+    }
+    assert config["model_type"] == family.config_class.model_type
+    assert config["architectures"] == [family.model_class.__name__]
+
+
+def test_saved_modules_import_only_torch_transformers_and_each_other(family, saved):
+    _, path = saved
+    siblings = {name[:-3] for name in os.listdir(path) if name.endswith(".py")}
+    for name in family.files:
+        tree = ast.parse((path / name).read_text())
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                for alias in node.names:
+                    top = alias.name.split(".")[0]
+                    assert top in sys.stdlib_module_names or top in ALLOWED_ABSOLUTE_IMPORTS, (name, alias.name)
+            elif isinstance(node, ast.ImportFrom):
+                if node.level:
+                    assert node.level == 1, (name, node.module)  # single-dot relative imports only
+                    assert node.module in siblings, (name, node.module)
+                else:
+                    top = node.module.split(".")[0]
+                    assert top in sys.stdlib_module_names or top in ALLOWED_ABSOLUTE_IMPORTS, (name, node.module)
+                    assert top != "hf_headsel", name
+
+
+CHILD = textwrap.dedent(
+    """
+    import importlib.abc
+    import sys
+
+
+    class Blocker(importlib.abc.MetaPathFinder):
+        def find_spec(self, name, path=None, target=None):
+            if name == "hf_headsel" or name.startswith("hf_headsel."):
+                raise ImportError(f"{name} is blocked in this test")
+            return None
+
+
+    sys.meta_path.insert(0, Blocker())
+    try:
+        import hf_headsel  # noqa: F401
+    except ImportError:
+        pass
+    else:
+        raise SystemExit("hf_headsel is importable: the test would prove nothing")
+
+    import torch
+    import transformers
+
+    model_dir, data_path, out_path, auto_name = sys.argv[1:5]
+    data = torch.load(data_path)
+    auto_class = getattr(transformers, auto_name)
+    config = transformers.AutoConfig.from_pretrained(model_dir, trust_remote_code=True)
+    model = auto_class.from_pretrained(model_dir, trust_remote_code=True, task="fr").eval()
+    with torch.no_grad():
+        mixed = model(
+            **data["inputs"], decoder_input_ids=data["decoder_input_ids"],
+            encoder_task_ids=data["encoder_task_ids"], decoder_task_ids=data["decoder_task_ids"],
+        ).logits
+        default_decoder = model(
+            **data["inputs"], decoder_input_ids=data["decoder_input_ids"], encoder_task_ids=data["encoder_task_ids"],
+        ).logits
+    generated = model.generate(
+        **data["inputs"], encoder_task_ids=data["encoder_task_ids"], decoder_task_ids=data["decoder_task_ids"],
+        num_beams=3, max_new_tokens=6,
+    )
+    assert "hf_headsel" not in sys.modules
+    torch.save(
+        {
+            "mixed": mixed,
+            "default_decoder": default_decoder,
+            "generated": generated,
+            "model_module": type(model).__module__,
+            "config_module": type(config).__module__,
+            "model_class": type(model).__name__,
+            "defaults": (model.config.default_encoder_task, model.config.default_decoder_task),
+            "selected_heads": model.selected_heads(),
+        },
+        out_path,
+    )
+    """
+)
+
+
+def test_trust_remote_code_loads_without_hf_headsel(family, saved, tmp_path):
+    model, path = saved
+    inputs, decoder_input_ids = family.inputs(), family.decoder_input_ids()
+    ids = dict(encoder_task_ids=ENCODER_IDS, decoder_task_ids=DECODER_IDS)
+    with torch.no_grad():
+        expected_mixed = model(**inputs, decoder_input_ids=decoder_input_ids, **ids).logits
+        expected_default = model(
+            **inputs, decoder_input_ids=decoder_input_ids, encoder_task_ids=ENCODER_IDS,
+            decoder_task_ids=torch.full((4,), 1),  # "fr"
+        ).logits
+    expected_generated = model.generate(**inputs, **ids, num_beams=3, max_new_tokens=6)
+    data_path, out_path = tmp_path / "data.pt", tmp_path / "out.pt"
+    torch.save(dict(inputs=inputs, decoder_input_ids=decoder_input_ids, **ids), data_path)
+
+    env = {key: value for key, value in os.environ.items() if not key.startswith("PYTHON")}
+    env.update(
+        HF_HUB_OFFLINE="1",
+        HF_MODULES_CACHE=str(tmp_path / "modules"),
+        HF_HOME=str(tmp_path / "hf_home"),
+        TOKENIZERS_PARALLELISM="false",
+    )
+    result = subprocess.run(
+        [sys.executable, "-I", "-c", CHILD, str(path), str(data_path), str(out_path), family.auto_model_class.__name__],
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stderr[-4000:]
+    out = torch.load(out_path)
+    assert out["model_module"].startswith("transformers_modules"), out["model_module"]
+    assert out["config_module"].startswith("transformers_modules"), out["config_module"]
+    assert out["model_class"] == family.model_class.__name__
+    assert out["defaults"] == (None, "fr")
+    for component, heads in model.selected_heads().items():
+        torch.testing.assert_close(out["selected_heads"][component], heads)
+    torch.testing.assert_close(out["mixed"], expected_mixed)
+    torch.testing.assert_close(out["default_decoder"], expected_default)
+    torch.testing.assert_close(out["generated"], expected_generated)
+    assert (tmp_path / "modules").is_dir()  # the remote modules were copied into the fresh cache
