@@ -309,3 +309,15 @@ def take(inputs: dict, index) -> dict:
     if isinstance(index, int):
         index = slice(index, index + 1)
     return {key: value[index] for key, value in inputs.items()}
+
+
+@pytest.fixture
+def hub(monkeypatch):
+    """The recording Hub (`recording_hub.py`), with huggingface_hub allowed to reach it (offline mode off, Xet off)."""
+    from huggingface_hub import constants as hub_constants
+    from recording_hub import RecordingHub
+
+    monkeypatch.setattr(hub_constants, "HF_HUB_OFFLINE", False)
+    monkeypatch.setattr(hub_constants, "HF_HUB_DISABLE_XET", True)
+    with RecordingHub() as server:
+        yield server

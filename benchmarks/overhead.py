@@ -1,0 +1,496 @@
+# Copyright 2026 The hf-headsel authors. Licensed under the Apache License, Version 2.0.
+"""What head selection costs: the stock Marian model against `HeadSelMarianMTModel`, in one run.
+
+Three systems, the same inputs:
+
+* **stock**: `MarianMTModel` with `H` heads per layer;
+* **headsel**: `HeadSelMarianMTModel` (`H` of `H'` candidate heads per task, group strategy), which projects,
+  attends and caches only the selected heads;
+* **all-candidates**: the same head-selection model (same weights) with its attention swapped for
+  `reference_attention.AllCandidatesMarianAttention`, which computes all `H'` candidates and drops the unselected
+  ones, like the fairseq reference implementation. Its logits are checked against headsel's before any timing.
+
+Measurements: evaluation forward pass, greedy and beam-search generation (each for a single-task batch and a
+mixed-task batch), and a training step (forward + backward + optimizer step, train mode). Each measurement warms up
+every system, then times `--repeats` rounds in which the three systems run one after the other (the order rotates
+every round), and reports the median and the minimum. Ratios are headsel / stock and all-candidates / stock, of the
+medians.
+
+    python benchmarks/overhead.py                                   # CPU, float32, all cores
+    python benchmarks/overhead.py --quick                           # tiny smoke run (seconds)
+    python benchmarks/overhead.py --device cuda --dtype bfloat16 --json results.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import gc
+import json
+import os
+import platform
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import torch
+
+try:
+    import hf_headsel  # noqa: F401
+except ImportError:  # a checkout without `pip install -e .`
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
+
+import transformers
+from transformers import MarianConfig, MarianMTModel
+
+from hf_headsel import HeadSelMarianConfig, HeadSelMarianMTModel
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from reference_attention import use_all_candidates_attention  # noqa: E402
+
+SYSTEMS = ("stock", "headsel", "all_candidates")
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+PAD, EOS, FIRST_TOKEN = 0, 1, 2  # pad doubles as decoder start, as in Marian
+
+
+@dataclass
+class BenchConfig:
+    d_model: int = 256
+    layers: int = 6  # encoder and decoder layers each
+    heads: int = 4  # H
+    total_heads: int = 8  # H'
+    ffn: int = 1024
+    vocab: int = 8000
+    encoder_tasks: int = 4
+    decoder_tasks: int = 4
+    components: tuple[str, ...] = ("encoder_self", "decoder_self")
+    batch_size: int = 16
+    src_len: int = 32
+    tgt_len: int = 32
+    gen_batch_size: int = 8
+    max_new_tokens: int = 32
+    num_beams: int = 5
+    repeats: int = 10
+    warmup: int = 2
+    attn_implementation: str = "sdpa"
+
+
+QUICK = dict(
+    d_model=32, layers=2, ffn=64, vocab=128, batch_size=4, src_len=8, tgt_len=8, gen_batch_size=4,
+    max_new_tokens=4, repeats=1, warmup=1,
+)  # fmt: skip
+
+
+@dataclass
+class Measurement:
+    name: str
+    target: float | None  # maximum headsel / stock ratio, None: reported only
+    seconds: dict[str, list[float]] = field(default_factory=lambda: {s: [] for s in SYSTEMS})
+
+    def median_ms(self, system: str) -> float:
+        return 1000 * statistics.median(self.seconds[system])
+
+    def min_ms(self, system: str) -> float:
+        return 1000 * min(self.seconds[system])
+
+    def ratio(self, system: str, stat: str = "median") -> float:
+        value = self.median_ms if stat == "median" else self.min_ms
+        return value(system) / value("stock")
+
+    @property
+    def ok(self) -> bool | None:
+        return None if self.target is None else self.ratio("headsel") <= self.target
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Models and inputs
+# ---------------------------------------------------------------------------------------------------------------------
+
+
+def build_models(cfg: BenchConfig, device: torch.device, dtype: torch.dtype) -> dict[str, torch.nn.Module]:
+    common = dict(
+        vocab_size=cfg.vocab, d_model=cfg.d_model, encoder_layers=cfg.layers, decoder_layers=cfg.layers,
+        encoder_attention_heads=cfg.heads, decoder_attention_heads=cfg.heads, encoder_ffn_dim=cfg.ffn,
+        decoder_ffn_dim=cfg.ffn, max_position_embeddings=max(512, cfg.src_len, cfg.tgt_len + cfg.max_new_tokens + 1),
+        pad_token_id=PAD, eos_token_id=EOS, decoder_start_token_id=PAD, forced_eos_token_id=None,
+    )  # fmt: skip
+    torch.manual_seed(0)
+    stock = MarianMTModel(MarianConfig(**common, attn_implementation=cfg.attn_implementation))
+    headsel_config = HeadSelMarianConfig(
+        **common,
+        encoder_tasks=[f"src{i}" for i in range(cfg.encoder_tasks)],
+        decoder_tasks=[f"tgt{i}" for i in range(cfg.decoder_tasks)],
+        head_selection_strategy="group",
+        head_selection_components=list(cfg.components),
+        total_encoder_attention_heads=cfg.total_heads,
+        total_decoder_attention_heads=cfg.total_heads,
+        attn_implementation=cfg.attn_implementation,
+    )
+    torch.manual_seed(0)
+    headsel = HeadSelMarianMTModel(headsel_config)
+    reference = HeadSelMarianMTModel(copy.deepcopy(headsel_config))
+    reference.load_state_dict(headsel.state_dict())
+    use_all_candidates_attention(reference)
+    models = {"stock": stock, "headsel": headsel, "all_candidates": reference}
+    return {name: model.to(device=device, dtype=dtype).eval() for name, model in models.items()}
+
+
+def task_ids(batch: int, tasks: int, mixed: bool, offset: int, device: torch.device) -> torch.LongTensor:
+    """Single task: every example has task `offset % tasks`. Mixed: every task present, interleaved and shuffled."""
+    if not mixed:
+        return torch.full((batch,), offset % tasks, dtype=torch.long, device=device)
+    ids = (torch.arange(batch) + offset) % tasks
+    return ids[torch.randperm(batch)].to(device)
+
+
+def make_inputs(cfg: BenchConfig, batch: int, mixed: bool, device: torch.device, labels: bool) -> dict:
+    """Source ids with some right padding, task ids of both sides and (for training) labels."""
+    low = FIRST_TOKEN
+    input_ids = torch.randint(low, cfg.vocab, (batch, cfg.src_len))
+    lengths = torch.randint(max(1, (3 * cfg.src_len) // 4), cfg.src_len + 1, (batch,))
+    lengths[0] = cfg.src_len
+    attention_mask = (torch.arange(cfg.src_len)[None, :] < lengths[:, None]).long()
+    input_ids = input_ids.masked_fill(attention_mask == 0, PAD)
+    inputs = dict(input_ids=input_ids.to(device), attention_mask=attention_mask.to(device))
+    if labels:
+        inputs["labels"] = torch.randint(low, cfg.vocab, (batch, cfg.tgt_len), device=device)
+    else:
+        inputs["decoder_input_ids"] = torch.cat(
+            [torch.full((batch, 1), PAD), torch.randint(low, cfg.vocab, (batch, cfg.tgt_len - 1))], dim=1
+        ).to(device)
+    routing = dict(
+        encoder_task_ids=task_ids(batch, cfg.encoder_tasks, mixed, 1, device),
+        decoder_task_ids=task_ids(batch, cfg.decoder_tasks, mixed, 2, device),
+    )
+    return inputs, routing
+
+
+def call_kwargs(system: str, inputs: dict, routing: dict) -> dict:
+    return inputs if system == "stock" else {**inputs, **routing}
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# The all-candidates baseline computes what headsel computes
+# ---------------------------------------------------------------------------------------------------------------------
+
+
+def tolerances(dtype: torch.dtype) -> dict:
+    return dict(rtol=1e-4, atol=1e-4) if dtype == torch.float32 else dict(rtol=5e-2, atol=5e-2)
+
+
+def zero_dropout(model: torch.nn.Module) -> dict:
+    """Set every dropout probability of `model` to 0; returns what `restore_dropout` needs."""
+    saved = {}
+    for module in model.modules():
+        for name in ("dropout", "activation_dropout", "attention_dropout", "layerdrop"):
+            value = module.__dict__.get(name)
+            if isinstance(value, float):
+                saved[(module, name)] = value
+                setattr(module, name, 0.0)
+        if isinstance(module, torch.nn.Dropout):
+            saved[(module, "p")] = module.p
+            module.p = 0.0
+    return saved
+
+
+def restore_dropout(saved: dict) -> None:
+    for (module, name), value in saved.items():
+        setattr(module, name, value)
+
+
+def check_equivalence(models: dict, cfg: BenchConfig, device: torch.device, dtype: torch.dtype) -> dict:
+    """assert_close of headsel and all-candidates: eval logits (single and mixed batch), then a train-mode forward
+    and backward with dropout off and the same Gumbel draws (loss, logits and every gradient)."""
+    ours, ref = models["headsel"], models["all_candidates"]
+    tol = tolerances(dtype)
+    report = {}
+    for mixed in (False, True):
+        torch.manual_seed(1)
+        inputs, routing = make_inputs(cfg, cfg.batch_size, mixed, device, labels=False)
+        with torch.no_grad():
+            a = ours(**inputs, **routing).logits
+            b = ref(**inputs, **routing).logits
+        torch.testing.assert_close(b, a, **tol)
+        report[f"eval_{'mixed' if mixed else 'single'}_max_abs_diff"] = (a - b).abs().max().item()
+
+    torch.manual_seed(2)
+    inputs, routing = make_inputs(cfg, cfg.batch_size, True, device, labels=True)
+    outputs = {}
+    for name, model in (("headsel", ours), ("all_candidates", ref)):
+        saved = zero_dropout(model)
+        model.train()
+        try:
+            torch.manual_seed(3)  # the same Gumbel-sigmoid draws for both
+            out = model(**inputs, **routing)
+            out.loss.backward()
+        finally:
+            model.eval()
+            restore_dropout(saved)
+        grads = {n: p.grad.detach().clone() for n, p in model.named_parameters() if p.grad is not None}
+        model.zero_grad(set_to_none=True)
+        outputs[name] = (out.loss.detach(), out.logits.detach(), grads)
+    (loss_a, logits_a, grads_a), (loss_b, logits_b, grads_b) = outputs["headsel"], outputs["all_candidates"]
+    torch.testing.assert_close(logits_b, logits_a, **tol)
+    torch.testing.assert_close(loss_b, loss_a, **tol)
+    assert grads_a.keys() == grads_b.keys(), sorted(set(grads_a) ^ set(grads_b))
+    # Relative to the largest gradient of the model: some gradients are zero in exact arithmetic (key biases, the
+    # rows of unselected candidates) and only rounding noise in practice.
+    scale = max(g.abs().max() for g in grads_a.values()).clamp_min(1e-12)
+    for name in grads_a:
+        torch.testing.assert_close(grads_b[name] / scale, grads_a[name] / scale, **tol, msg=lambda m: f"{name}: {m}")
+    phi = [n for n in grads_a if n.startswith("head_selection.")]
+    assert phi and all(grads_a[n].abs().sum() > 0 for n in phi), "training gates give phi no gradient"
+    report["train_max_abs_logit_diff"] = (logits_a - logits_b).abs().max().item()
+    report["train_gradients_checked"] = len(grads_a)
+    return report
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Timing
+# ---------------------------------------------------------------------------------------------------------------------
+
+
+def synchronize(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def run_measurement(
+    measurement: Measurement, calls: dict[str, Callable[[], object]], cfg: BenchConfig, device: torch.device
+) -> Measurement:
+    """Warm every system up, then `cfg.repeats` interleaved rounds (the order rotates every round)."""
+    for _ in range(cfg.warmup):
+        for system in SYSTEMS:
+            calls[system]()
+    synchronize(device)
+    for round_ in range(cfg.repeats):
+        order = SYSTEMS[round_ % len(SYSTEMS):] + SYSTEMS[: round_ % len(SYSTEMS)]
+        for system in order:
+            gc.collect()
+            synchronize(device)
+            start = time.perf_counter()
+            calls[system]()
+            synchronize(device)
+            measurement.seconds[system].append(time.perf_counter() - start)
+    return measurement
+
+
+def eval_forward_calls(models: dict, inputs: dict, routing: dict) -> dict:
+    def call(system):
+        model = models[system]
+        kwargs = call_kwargs(system, inputs, routing)
+
+        def run():
+            with torch.no_grad():
+                return model(**kwargs).logits
+
+        return run
+
+    return {system: call(system) for system in SYSTEMS}
+
+
+def generate_calls(models: dict, inputs: dict, routing: dict, cfg: BenchConfig, num_beams: int) -> dict:
+    generation = dict(
+        do_sample=False, num_beams=num_beams, max_new_tokens=cfg.max_new_tokens, min_new_tokens=cfg.max_new_tokens,
+        eos_token_id=EOS, pad_token_id=PAD, decoder_start_token_id=PAD, use_cache=True,
+    )  # fmt: skip
+    expected = cfg.max_new_tokens + 1  # the decoder start token, then max_new_tokens new ones
+
+    def call(system):
+        model = models[system]
+        kwargs = {**call_kwargs(system, inputs, routing), **generation}
+
+        def run():
+            out = model.generate(**kwargs)
+            if out.shape[1] != expected:  # never stops early: the systems do the same number of steps
+                raise AssertionError(f"{system} generated {out.shape[1]} positions, expected {expected}")
+            return out
+
+        return run
+
+    return {system: call(system) for system in SYSTEMS}
+
+
+def train_step_calls(models: dict, inputs: dict, routing: dict) -> dict:
+    optimizers = {s: torch.optim.AdamW(models[s].parameters(), lr=1e-5) for s in SYSTEMS}
+
+    def call(system):
+        model, optimizer = models[system], optimizers[system]
+        kwargs = call_kwargs(system, inputs, routing)
+
+        def run():
+            model.train()
+            loss = model(**kwargs).loss
+            loss.backward()
+            optimizer.step()
+            optimizer.zero_grad(set_to_none=True)
+            model.eval()
+            return loss
+
+        return run
+
+    return {system: call(system) for system in SYSTEMS}
+
+
+def benchmark(cfg: BenchConfig, device: torch.device, dtype: torch.dtype, log=print) -> list[Measurement]:
+    # Training steps change the weights, so training runs on copies and evaluation uses the originals.
+    models = build_models(cfg, device, dtype)
+    train_models = {name: copy.deepcopy(model) for name, model in models.items()}
+    plan = []
+    for mixed in (False, True):
+        kind = "mixed" if mixed else "single"
+        target = 1.3 if mixed else 1.05
+        torch.manual_seed(10 + mixed)
+        inputs, routing = make_inputs(cfg, cfg.batch_size, mixed, device, labels=False)
+        plan.append((Measurement(f"eval forward, {kind}-task", target), eval_forward_calls(models, inputs, routing)))
+        torch.manual_seed(20 + mixed)
+        inputs, routing = make_inputs(cfg, cfg.gen_batch_size, mixed, device, labels=False)
+        inputs.pop("decoder_input_ids")
+        plan.append((Measurement(f"generate greedy, {kind}-task", target),
+                     generate_calls(models, inputs, routing, cfg, num_beams=1)))  # fmt: skip
+        if cfg.num_beams > 1:
+            plan.append((Measurement(f"generate beam {cfg.num_beams}, {kind}-task", target),
+                         generate_calls(models, inputs, routing, cfg, num_beams=cfg.num_beams)))  # fmt: skip
+    for mixed in (True, False):
+        kind = "mixed" if mixed else "single"
+        torch.manual_seed(30 + mixed)
+        inputs, routing = make_inputs(cfg, cfg.batch_size, mixed, device, labels=True)
+        plan.append((Measurement(f"train step, {kind}-task", 1.3),
+                     train_step_calls(train_models, inputs, routing)))  # fmt: skip
+    results = []
+    for measurement, calls in plan:
+        start = time.perf_counter()
+        torch.manual_seed(0)
+        results.append(run_measurement(measurement, calls, cfg, device))
+        log(f"  {measurement.name}: {time.perf_counter() - start:.1f} s", file=sys.stderr)
+    return results
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Report
+# ---------------------------------------------------------------------------------------------------------------------
+
+
+def format_table(results: list[Measurement]) -> str:
+    header = ["measurement", "stock ms", "headsel ms", "ratio", "all-candidates ms", "ratio", "target", "ok"]
+    rows = []
+    for m in results:
+        rows.append([
+            m.name,
+            f"{m.median_ms('stock'):.1f} ({m.min_ms('stock'):.1f})",
+            f"{m.median_ms('headsel'):.1f} ({m.min_ms('headsel'):.1f})",
+            f"{m.ratio('headsel'):.3f} ({m.ratio('headsel', 'min'):.3f})",
+            f"{m.median_ms('all_candidates'):.1f} ({m.min_ms('all_candidates'):.1f})",
+            f"{m.ratio('all_candidates'):.3f} ({m.ratio('all_candidates', 'min'):.3f})",
+            "-" if m.target is None else f"<= {m.target:.2f}",
+            "-" if m.ok is None else ("yes" if m.ok else "NO"),
+        ])  # fmt: skip
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
+    line = lambda r: "| " + " | ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths))) + " |"  # noqa: E731
+    sep = "|" + "|".join(("-" * (w + 1)) + ("-" if i == 0 else ":") for i, w in enumerate(widths)) + "|"
+    return "\n".join([line(header), sep, *map(line, rows)])
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
+    parser.add_argument("--dtype", default="float32", choices=sorted(DTYPES))
+    parser.add_argument("--repeats", type=int, help=f"timed rounds per measurement (default {BenchConfig.repeats})")
+    parser.add_argument("--warmup", type=int, help=f"untimed rounds per measurement (default {BenchConfig.warmup})")
+    parser.add_argument("--threads", type=int, help="torch CPU threads (default: every core this process may use; 1 with --quick)")
+    parser.add_argument("--quick", action="store_true", help="tiny model and inputs, 1 repeat: a CI smoke run")
+    parser.add_argument("--json", type=Path, metavar="PATH", help="also write the results as JSON to PATH")
+    parser.add_argument("--batch-size", type=int, help=f"forward / training batch (default {BenchConfig.batch_size})")
+    parser.add_argument("--src-len", type=int, help=f"source length (default {BenchConfig.src_len})")
+    parser.add_argument("--tgt-len", type=int, help=f"target length (default {BenchConfig.tgt_len})")
+    parser.add_argument("--gen-batch-size", type=int, help=f"generation batch (default {BenchConfig.gen_batch_size})")
+    parser.add_argument("--max-new-tokens", type=int, help=f"generated tokens (default {BenchConfig.max_new_tokens})")
+    parser.add_argument("--num-beams", type=int, help=f"beam size of the beam measurement (default {BenchConfig.num_beams})")
+    parser.add_argument("--attn-implementation", choices=["eager", "sdpa", "flash_attention_2"],
+                        help=f"attention backend of every system (default {BenchConfig.attn_implementation})")
+    parser.add_argument("--components", nargs="+", choices=["encoder_self", "decoder_self", "decoder_cross"],
+                        help="head-selection components (default: encoder_self decoder_self, the paper's)")
+    parser.add_argument("--strict", action="store_true", help="exit with status 1 when a target is missed")
+    return parser.parse_args(argv)
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    overrides = dict(QUICK) if args.quick else {}
+    for key in ("repeats", "warmup", "batch_size", "src_len", "tgt_len", "gen_batch_size", "max_new_tokens",
+                "num_beams", "attn_implementation"):  # fmt: skip
+        if getattr(args, key) is not None:
+            overrides[key] = getattr(args, key)
+    if args.components:
+        overrides["components"] = tuple(args.components)
+    cfg = BenchConfig(**overrides)
+    if cfg.repeats < 1 or cfg.warmup < 0:
+        raise SystemExit("--repeats must be >= 1 and --warmup >= 0")
+
+    device = torch.device(args.device)
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise SystemExit("--device cuda: CUDA is not available")
+    dtype = DTYPES[args.dtype]
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    # --quick defaults to one thread: the tiny model gains nothing from more, and a shared CI core can't stall it.
+    torch.set_num_threads(args.threads or (1 if args.quick else cores))
+    transformers.logging.set_verbosity_error()
+
+    environment = dict(
+        device=torch.cuda.get_device_name(device) if device.type == "cuda" else platform.processor() or "cpu",
+        dtype=args.dtype, threads=torch.get_num_threads(), cores=cores, torch=torch.__version__,
+        transformers=transformers.__version__, python=platform.python_version(),
+    )  # fmt: skip
+    print(f"hf-headsel overhead benchmark: {json.dumps(environment)}", file=sys.stderr)
+    print(f"config: {json.dumps(asdict(cfg))}", file=sys.stderr)
+
+    started = time.perf_counter()
+    check_models = build_models(cfg, device, dtype)
+    equivalence = check_equivalence(check_models, cfg, device, dtype)
+    del check_models
+    print(f"all-candidates == headsel (logits, train loss and gradients): {json.dumps(equivalence)}", file=sys.stderr)
+
+    results = benchmark(cfg, device, dtype)
+    table = format_table(results)
+    print()
+    print(
+        f"Marian, d_model {cfg.d_model}, {cfg.layers}+{cfg.layers} layers, H = {cfg.heads}, H' = {cfg.total_heads} "
+        f"(group; {', '.join(cfg.components)}), {cfg.encoder_tasks}+{cfg.decoder_tasks} tasks, "
+        f"{args.device} {args.dtype}, {torch.get_num_threads()} threads, {cfg.repeats} repeats"
+    )
+    print(
+        f"forward/train batch {cfg.batch_size} x src {cfg.src_len} x tgt {cfg.tgt_len}; generation batch "
+        f"{cfg.gen_batch_size}, {cfg.max_new_tokens} new tokens. Times: median (min) ms; ratios: vs stock, "
+        f"median (min)."
+    )
+    print(table)
+    missed = [m.name for m in results if m.ok is False]
+    print(f"targets: {'all met' if not missed else 'missed: ' + ', '.join(missed)}"
+          f"  ({time.perf_counter() - started:.0f} s)")  # fmt: skip
+
+    if args.json:
+        payload = dict(
+            environment=environment,
+            config=asdict(cfg),
+            equivalence=equivalence,
+            results=[
+                dict(
+                    name=m.name, target=m.target, ok=m.ok,
+                    median_ms={s: m.median_ms(s) for s in SYSTEMS}, min_ms={s: m.min_ms(s) for s in SYSTEMS},
+                    ratio_median={s: m.ratio(s) for s in SYSTEMS[1:]},
+                    ratio_min={s: m.ratio(s, "min") for s in SYSTEMS[1:]},
+                    seconds=m.seconds,
+                )  # fmt: skip
+                for m in results
+            ],
+        )
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps(payload, indent=2) + "\n")
+    return 1 if args.strict and missed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,124 @@
+# Copyright 2026 The hf-headsel authors. Licensed under the Apache License, Version 2.0.
+"""The "all candidates" baseline of `benchmarks/overhead.py`: head selection computed the wasteful way.
+
+The fairseq reference implementation of head selection projects queries, keys and values for all `H'` candidate
+heads, attends with all of them, and only then keeps the `H` heads each example's task selects. This module does
+the same inside `hf_headsel`'s own attention class, so it computes exactly what `HeadSelMarianAttention` computes
+(same parameters, same head choice, same gates and the same Gumbel draws in training) at `H'` heads' cost:
+
+1. `q_proj`, `k_proj`, `v_proj` produce all `H' * head_dim` features (the KV cache holds all `H'` heads);
+2. attention runs over all `H'` heads;
+3. each example gathers its task's `H` selected heads into slots `0 .. H-1` and, in training, multiplies them by
+   the straight-through gates, before `out_proj`.
+
+It is a benchmark baseline, not part of the package. Use [`use_all_candidates_attention`] on a copy of a
+head-selection model to swap it in.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+from torch import nn
+from transformers.cache_utils import EncoderDecoderCache
+from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
+
+from hf_headsel.head_selection import ROUTE_KWARGS, HeadSelectionAttentionMixin, route_from_kwargs
+from hf_headsel.modeling_headsel_marian import HeadSelMarianAttention
+
+
+class AllCandidatesMarianAttention(HeadSelMarianAttention):
+    """[`HeadSelMarianAttention`] computing all `H'` candidate heads, then dropping the unselected ones."""
+
+    def _choice(self) -> tuple[torch.LongTensor, torch.Tensor | None]:
+        """The heads `[tasks, H]` of this layer and their gates (`None` in evaluation): the package's own rule, a
+        fresh Gumbel-sigmoid sample in training and `phi` otherwise."""
+        sample = self.training and self.selector.learned
+        return self.selector.layer_choice(
+            self.selection_layer, sample=sample, temperature=float(self.config.head_selection_temperature)
+        )
+
+    def forward(
+        self,
+        hidden_states: torch.Tensor,
+        key_value_states: torch.Tensor | None = None,
+        past_key_values=None,
+        attention_mask: torch.Tensor | None = None,
+        **kwargs,
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        route = route_from_kwargs(self.config, self.config.component_sides(self.component), kwargs, hidden_states)
+        heads, gates = self._choice()
+        kwargs = {key: value for key, value in kwargs.items() if key not in ROUTE_KWARGS}
+        example_heads = heads.to(hidden_states.device)[route.ids]  # [batch, H]
+        example_gates = None if gates is None else gates[route.ids]  # [batch, H]
+
+        is_cross_attention = key_value_states is not None
+        input_shape = hidden_states.shape[:-1]
+        # All H' candidates: [batch, H', time, head_dim]
+        query_states = self.q_proj(hidden_states).view(*input_shape, -1, self.head_dim).transpose(1, 2)
+
+        is_updated = False
+        if past_key_values is not None:
+            if isinstance(past_key_values, EncoderDecoderCache):
+                is_updated = past_key_values.is_updated.get(self.layer_idx)
+                if is_cross_attention:
+                    curr_past_key_values = past_key_values.cross_attention_cache
+                else:
+                    curr_past_key_values = past_key_values.self_attention_cache
+            else:
+                curr_past_key_values = past_key_values
+
+        current_states = key_value_states if is_cross_attention else hidden_states
+        if is_cross_attention and past_key_values is not None and is_updated:
+            key_states = curr_past_key_values.layers[self.layer_idx].keys
+            value_states = curr_past_key_values.layers[self.layer_idx].values
+        else:
+            kv_shape = (*current_states.shape[:-1], -1, self.head_dim)
+            key_states = self.k_proj(current_states).view(kv_shape).transpose(1, 2)
+            value_states = self.v_proj(current_states).view(kv_shape).transpose(1, 2)
+            if past_key_values is not None:  # the cache holds all H' heads
+                key_states, value_states = curr_past_key_values.update(key_states, value_states, self.layer_idx)
+                if is_cross_attention and isinstance(past_key_values, EncoderDecoderCache):
+                    past_key_values.is_updated[self.layer_idx] = True
+
+        attention_interface: Callable = ALL_ATTENTION_FUNCTIONS.get_interface(
+            self.config._attn_implementation, type(self).eager_attention
+        )
+        attn_output, attn_weights = attention_interface(
+            self,
+            query_states,
+            key_states,
+            value_states,
+            attention_mask,
+            dropout=0.0 if not self.training else self.dropout,
+            scaling=self.scaling,
+            **kwargs,
+        )
+        # attn_output: [batch, time, H', head_dim]; keep each example's H selected heads, slot by slot.
+        batch, time = attn_output.shape[:2]
+        index = example_heads[:, None, :, None].expand(batch, time, self.num_heads, self.head_dim)
+        attn_output = attn_output.gather(2, index)
+        if example_gates is not None:
+            attn_output = attn_output * example_gates[:, None, :, None].to(attn_output.dtype)
+        attn_output = attn_output.reshape(*input_shape, -1).contiguous()
+        attn_output = self.out_proj(attn_output)
+        return attn_output, attn_weights
+
+
+def use_all_candidates_attention(model: nn.Module) -> int:
+    """Swap every `HeadSelMarianAttention` of `model` for [`AllCandidatesMarianAttention`], in place.
+
+    Only the class changes (same parameters, same selector); returns how many layers were swapped.
+    """
+    swapped = 0
+    for module in model.modules():
+        if isinstance(module, HeadSelectionAttentionMixin) and type(module) is HeadSelMarianAttention:
+            module.__class__ = AllCandidatesMarianAttention
+            swapped += 1
+    if not swapped:
+        raise ValueError("the model has no HeadSelMarianAttention layer to swap")
+    return swapped
+
+
+__all__ = ["AllCandidatesMarianAttention", "use_all_candidates_attention"]

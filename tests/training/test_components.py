@@ -1,0 +1,238 @@
+# Copyright 2026 The hf-headsel authors. Licensed under the Apache License, Version 2.0.
+"""Unit tests of the recipe components: audio, metrics, sampling, loss, schedule, arguments, model building."""
+
+from __future__ import annotations
+
+import io
+import zipfile
+from collections import Counter
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+import soundfile
+import torch
+import torch.nn.functional as F
+
+from hf_headsel import HeadSelSpeech2TextConfig
+from hf_headsel import HeadSelSpeech2TextForConditionalGeneration as HeadSelS2T
+from headsel_recipes.arguments import HeadSelectionArguments, parse_arguments
+from headsel_recipes.audio import AudioError, SpecAugment, read_audio, resample
+from headsel_recipes.collator import Seq2SeqCollator
+from headsel_recipes.metrics import TaskMetrics, corpus_wer, normalize_for_wer
+from headsel_recipes.modeling import average_checkpoints, init_encoder_from, parse_config_overrides
+from headsel_recipes.sampling import TemperatureSampler, task_sampling_probabilities
+from headsel_recipes.trainer import HeadSelLoss, TemperatureScheduleCallback, label_smoothed_nll, temperature_at
+
+# ---- audio --------------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("rate", [8000, 22050, 44100])
+def test_resample_keeps_a_sine(rate):
+    t = np.arange(rate) / rate
+    out = resample(np.sin(2 * np.pi * 440 * t).astype(np.float32), rate, 16000)
+    assert out.shape == (16000,)
+    expected = np.sin(2 * np.pi * 440 * np.arange(16000) / 16000)
+    assert np.abs(out - expected)[100:-100].max() < 2e-3
+
+
+def _stored_zip_entry(zip_path, name):
+    """`(offset, length)` of an uncompressed zip member's bytes, as fairseq manifests address them."""
+    with zipfile.ZipFile(zip_path) as archive:
+        info = archive.getinfo(name)
+    with open(zip_path, "rb") as handle:
+        handle.seek(info.header_offset + 26)
+        name_length, extra_length = np.frombuffer(handle.read(4), dtype="<u2")
+    return info.header_offset + 30 + int(name_length) + int(extra_length), info.file_size
+
+
+def test_read_audio_fairseq_paths(tmp_path):
+    waveform = np.sin(np.arange(1600) * 0.05).astype(np.float32) * 0.5
+    soundfile.write(tmp_path / "a.wav", waveform, 16000, subtype="FLOAT")
+    features = np.random.default_rng(0).standard_normal((30, 80)).astype(np.float32)
+    np.save(tmp_path / "f.npy", features)
+    wav_bytes, npy_bytes = io.BytesIO(), io.BytesIO()
+    soundfile.write(wav_bytes, waveform, 16000, format="WAV", subtype="FLOAT")
+    np.save(npy_bytes, features)
+    with zipfile.ZipFile(tmp_path / "fbank.zip", "w", zipfile.ZIP_STORED) as archive:
+        archive.writestr("u1.npy", npy_bytes.getvalue())
+        archive.writestr("u2.wav", wav_bytes.getvalue())
+
+    plain = read_audio(str(tmp_path / "a.wav"))
+    assert plain.sampling_rate == 16000 and np.allclose(plain.waveform, waveform)
+    sliced = read_audio(f"{tmp_path / 'a.wav'}:100:200")
+    assert np.allclose(sliced.waveform, waveform[100:300])
+    assert np.array_equal(read_audio(str(tmp_path / "f.npy")).features, features)
+    offset, length = _stored_zip_entry(tmp_path / "fbank.zip", "u1.npy")
+    assert np.array_equal(read_audio(f"{tmp_path / 'fbank.zip'}:{offset}:{length}").features, features)
+    offset, length = _stored_zip_entry(tmp_path / "fbank.zip", "u2.wav")
+    assert np.allclose(read_audio(f"{tmp_path / 'fbank.zip'}:{offset}:{length}").waveform, waveform)
+    assert np.allclose(read_audio({"bytes": wav_bytes.getvalue(), "path": None}).waveform, waveform)
+    assert read_audio({"array": waveform, "sampling_rate": 8000}).duration == pytest.approx(0.2)
+    for bad in (str(tmp_path / "missing.wav"), "", {"path": None, "bytes": None}, 3):
+        with pytest.raises(AudioError):
+            read_audio(bad)
+
+
+def test_spec_augment_masks_within_valid_frames():
+    torch.manual_seed(0)
+    features = torch.ones(3, 50, 20)
+    lengths = torch.tensor([50, 30, 10])
+    features[1, 30:] = 7.0  # padding must stay untouched
+    features[2, 10:] = 7.0
+    masked = SpecAugment(freq_mask_num=2, freq_mask_width=5, time_mask_num=2, time_mask_width=8,
+                         time_mask_ratio=0.5)(features, lengths)
+    assert masked.shape == features.shape and (masked == 0).any()
+    assert torch.equal(masked[1, 30:], features[1, 30:]) and torch.equal(masked[2, 10:], features[2, 10:])
+    assert torch.equal(features[0], torch.ones(50, 20))  # input not modified
+    masked_frames = (masked[2, :10] == 0).all(dim=1).sum()  # time masks: at most 2 x min(8, 0.5 * 10) frames
+    assert masked_frames <= 10
+
+
+def test_collators_pad_and_augment_only_training_batches():
+    examples = [{"input_features": np.ones((5, 4), np.float32), "labels": [5, 2], "encoder_task_ids": 1,
+                 "decoder_task_ids": 0},
+                {"input_features": np.ones((3, 4), np.float32), "labels": [6, 7, 2], "encoder_task_ids": 0,
+                 "decoder_task_ids": 1}]
+    batch = Seq2SeqCollator(speech=True, pad_token_id=1)(examples)
+    assert batch["input_features"].shape == (2, 5, 4) and batch["attention_mask"].tolist()[1] == [1, 1, 1, 0, 0]
+    assert batch["labels"].tolist() == [[5, 2, -100], [6, 7, 2]]
+    assert batch["encoder_task_ids"].tolist() == [1, 0] and batch["decoder_task_ids"].tolist() == [0, 1]
+    assert torch.equal(batch["input_features"][0], torch.ones(5, 4))
+    torch.manual_seed(0)
+    augmented = Seq2SeqCollator(True, 1, spec_augment=SpecAugment(2, 2, 2, 2))(examples)
+    assert (augmented["input_features"] == 0).any()
+    baseline = Seq2SeqCollator(False, 9, with_task_ids=False)([{"input_ids": [4, 5, 6], "labels": [1]},
+                                                              {"input_ids": [4], "labels": [1, 2]}])
+    assert baseline["input_ids"].tolist() == [[4, 5, 6], [4, 9, 9]] and "encoder_task_ids" not in baseline
+
+
+# ---- metrics ------------------------------------------------------------------------------------------------------
+
+
+def test_wer_normalization_and_scores():
+    assert normalize_for_wer("  ¡Hola, Mundo!  ¿Qué tal?") == "hola mundo qué tal"
+    assert corpus_wer(["Hello, world.", "a b c d"], ["hello world", "a x c"]) == pytest.approx(100 * 2 / 6)
+    assert corpus_wer(["the cat"], [""]) == 100.0
+
+
+def test_task_metrics_per_group_and_order_check():
+    tokenizer = SimpleNamespace(pad_token_id=0, batch_decode=lambda ids, skip_special_tokens: [
+        " ".join(str(int(i)) for i in row if i > 0) for row in ids])
+    metrics = TaskMetrics(tokenizer, "wer")
+    metrics.use(["es", "fr", "es"], ["1 2", "3 4", "5 6"], label_lengths=[2, 2, 3])
+    predictions = np.array([[1, 2, 0], [3, 9, 0], [5, 6, 0], [7, 7, 7]])  # a 4th, padded duplicate is dropped
+    labels = np.array([[1, 2, -100], [3, 4, -100], [5, 6, 2], [1, 2, -100]])
+    scores = metrics(SimpleNamespace(predictions=predictions, label_ids=labels))
+    assert scores == {"wer_es": 0.0, "wer_fr": 50.0, "wer": 25.0, "wer_pooled": pytest.approx(16.67)}
+    assert metrics.last_hypotheses == ["1 2", "3 9", "5 6"]
+    with pytest.raises(ValueError, match="in order"):
+        metrics(SimpleNamespace(predictions=predictions, label_ids=labels[[1, 2, 0, 3]]))
+    bleu = TaskMetrics(tokenizer, "bleu")
+    bleu.use(["en-de"], ["1 2 3 4"])
+    assert bleu(SimpleNamespace(predictions=np.array([[1, 2, 3, 4]]), label_ids=None))["bleu_en-de"] == 100.0
+
+
+# ---- sampling -----------------------------------------------------------------------------------------------------
+
+
+def test_temperature_sampling():
+    assert task_sampling_probabilities({"a": 90, "b": 10}, 1.0) == pytest.approx({"a": 0.9, "b": 0.1})
+    assert task_sampling_probabilities({"a": 90, "b": 10}, 0.5) == pytest.approx({"a": 0.75, "b": 0.25})
+    assert task_sampling_probabilities({"a": 90, "b": 10}, 0.0) == pytest.approx({"a": 0.5, "b": 0.5})
+    groups = ["a"] * 90 + ["b"] * 10
+    sampler = TemperatureSampler(groups, alpha=0.5, seed=3, num_samples=20000)
+    draws = list(sampler)
+    assert len(draws) == len(sampler) == 20000 and Counter(groups[i] for i in draws)["b"] / 20000 == pytest.approx(
+        0.25, abs=0.02)
+    assert set(i for i in draws if groups[i] == "b") == set(range(90, 100))  # uniform within a task
+    assert list(sampler) == draws  # deterministic for an epoch
+    sampler.set_epoch(1)
+    assert list(sampler) != draws
+
+
+# ---- loss and schedule --------------------------------------------------------------------------------------------
+
+
+def test_label_smoothed_loss_and_kl_term():
+    torch.manual_seed(0)
+    logits, labels = torch.randn(2, 5, 11), torch.randint(0, 11, (2, 5))
+    labels[1, 3:] = -100
+    assert torch.allclose(label_smoothed_nll(logits, labels, 0.0), F.cross_entropy(logits.transpose(1, 2), labels))
+    log_probs, mask = logits.log_softmax(-1), labels != -100
+    nll = -log_probs.gather(-1, labels.clamp(min=0)[..., None])[..., 0]
+    expected = ((1 - 0.1 - 0.01) * nll - 0.01 * log_probs.sum(-1))[mask].mean()  # fairseq, eps_i = 0.1 / 10
+    assert torch.allclose(label_smoothed_nll(logits, labels, 0.1), expected)
+    model = SimpleNamespace(config=SimpleNamespace(head_selection_kl_weight=0.5))
+    kl = torch.tensor(0.8)
+    loss = HeadSelLoss(0.1, model)({"logits": logits, "head_selection_kl": kl}, labels)
+    assert torch.allclose(loss, expected + 0.4)
+
+
+def test_temperature_schedules():
+    assert temperature_at(0, 5, 5.0, 1.0, "linear") == 5.0
+    assert temperature_at(4, 5, 5.0, 1.0, "linear") == 1.0
+    assert temperature_at(2, 5, 5.0, 1.0, "linear") == pytest.approx(3.0)
+    assert temperature_at(2, 5, 4.0, 1.0, "exponential") == pytest.approx(2.0)
+    assert temperature_at(3, 5, 5.0, 1.0, "constant") == 5.0
+    with pytest.raises(ValueError, match="schedule"):
+        TemperatureScheduleCallback(5.0, 1.0, "cosine")
+    model = SimpleNamespace(config=SimpleNamespace(head_selection_temperature=5.0))
+    TemperatureScheduleCallback(5.0, 1.0, "linear").on_step_begin(
+        None, SimpleNamespace(global_step=2, max_steps=5), None, model=model)
+    assert model.config.head_selection_temperature == pytest.approx(3.0)
+
+
+# ---- arguments ----------------------------------------------------------------------------------------------------
+
+
+def test_arguments_flags_lists_and_defaults(tmp_path):
+    model_args, head_args, data_args, training_args = parse_arguments([
+        "--output_dir", str(tmp_path), "--encoder_tasks", "es,fr", "it", "--train_file", "a.jsonl,b.jsonl",
+        "--no_spec_augment", "--head_selection_components", "encoder_self", "decoder_cross"])
+    assert head_args.encoder_tasks == ["es", "fr", "it"] and data_args.train_file == ["a.jsonl", "b.jsonl"]
+    assert head_args.head_selection_components == ["encoder_self", "decoder_cross"]
+    assert not data_args.spec_augment and head_args.task_type is None
+    assert training_args.predict_with_generate and training_args.label_smoothing_factor == 0.1
+    assert not training_args.remove_unused_columns and training_args.ddp_find_unused_parameters is False
+    (tmp_path / "c.json").write_text('{"output_dir": "%s", "label_smoothing_factor": 0.0, "save_strategy": "no"}'
+                                     % tmp_path)
+    assert parse_arguments([str(tmp_path / "c.json")])[3].label_smoothing_factor == 0.0
+    assert parse_config_overrides("d_model=64, dropout=0.0,activation_function=gelu,scale_embedding=false") == {
+        "d_model": 64, "dropout": 0.0, "activation_function": "gelu", "scale_embedding": False}
+    with pytest.raises(ValueError, match="key=value"):
+        parse_config_overrides("d_model")
+    assert HeadSelectionArguments().temperature_schedule == "constant"
+
+
+# ---- model building -----------------------------------------------------------------------------------------------
+
+def test_init_encoder_from_copies_encoder_and_selector_rows(tmp_path):
+    common = dict(vocab_size=30, d_model=16, encoder_layers=1, decoder_layers=1, encoder_attention_heads=2,
+                  decoder_attention_heads=2, encoder_ffn_dim=16, decoder_ffn_dim=16, conv_channels=8,
+                  input_feat_per_channel=20)
+    asr = HeadSelS2T(HeadSelSpeech2TextConfig(**common, encoder_tasks=["fr", "es"], decoder_tasks=["fr", "es"]))
+    asr.save_pretrained(tmp_path / "asr")
+    st = HeadSelS2T(HeadSelSpeech2TextConfig(**{**common, "vocab_size": 50}, encoder_tasks=["es", "it"],
+                                             decoder_tasks=["en"]))
+    copied = init_encoder_from(st, str(tmp_path / "asr"))
+    assert copied > 5
+    for name, value in asr.model.encoder.state_dict().items():
+        torch.testing.assert_close(st.model.encoder.state_dict()[name], value)
+    source, target = asr.head_selection["encoder_self"].logits, st.head_selection["encoder_self"].logits
+    torch.testing.assert_close(target[0], source[1])  # "es" by name
+    assert not torch.equal(target[1], source[0])  # "it" is new: left as initialised
+    decoder = HeadSelS2T(HeadSelSpeech2TextConfig(**{**common, "d_model": 32}, encoder_tasks=["es"]))
+    with pytest.raises(ValueError, match="shape"):
+        init_encoder_from(decoder, str(tmp_path / "asr"))
+
+
+def test_average_checkpoints(tmp_path):
+    from safetensors.torch import save_file
+
+    for step, value in ((1, 1.0), (2, 3.0)):
+        (tmp_path / f"checkpoint-{step}").mkdir()
+        save_file({"w": torch.full((2,), value), "n": torch.tensor([step])},
+                  tmp_path / f"checkpoint-{step}" / "model.safetensors")
+    averaged = average_checkpoints([tmp_path / "checkpoint-1", tmp_path / "checkpoint-2"])
+    assert averaged["w"].tolist() == [2.0, 2.0] and averaged["n"].tolist() == [2]

@@ -1,0 +1,144 @@
+# Copyright 2026 The hf-headsel authors. Licensed under the Apache License, Version 2.0.
+"""Unit tests of the data code: formats, columns, fairseq manifests, tasks, skipping."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+from recipe_testkit import text_rows, write_jsonl, write_table
+
+from headsel_recipes.arguments import DataArguments, RecipeTask
+from headsel_recipes.data import (
+    DataError,
+    collect_tasks,
+    detect_format,
+    expand_files,
+    load_splits,
+    parse_fairseq_split_name,
+)
+from headsel_recipes.preprocess import PrepareContext, prepare_split
+from headsel_recipes.tokenizer import train_marian_tokenizer
+
+ASR = RecipeTask("asr", speech=True, target_field="text", metric="wer", same_language=True)
+ST = RecipeTask("st", speech=True, target_field="translation", metric="bleu")
+MT = RecipeTask("mt", speech=False, target_field="target", metric="bleu")
+
+
+def load(task, tmp_path, task_type="lang", splits=("train",), **flags):
+    return load_splits(task, DataArguments(**flags), list(splits), task_type, cache_dir=str(tmp_path / "cache"))
+
+
+def test_jsonl_text_default_columns(tmp_path):
+    rows = text_rows(6, seed=0)
+    path = write_jsonl(tmp_path / "train.jsonl", rows)
+    train = load(MT, tmp_path, train_file=[str(path)])["train"]
+    assert set(train.column_names) == {"id", "source_text", "target_text", "source_lang", "target_lang", "domain"}
+    assert train[0] == {"id": rows[0]["id"], "source_text": rows[0]["source"], "target_text": rows[0]["target"],
+                        "source_lang": "en", "target_lang": "de", "domain": "news"}
+
+
+def test_csv_and_tsv_with_renamed_columns(tmp_path):
+    rows = [{"src": 'a, "quoted" text', "tgt": "NA", "sl": "en", "tl": "de", "dom": ""},
+            {"src": "plain", "tgt": "", "sl": "en", "tl": "fr", "dom": "web"}]
+    flags = dict(source_column="src", target_column="tgt", source_lang_column="sl", target_lang_column="tl",
+                 domain_column="dom")
+    csv_rows = load(MT, tmp_path, train_file=[str(write_table(tmp_path / "t.csv", rows, ","))], **flags)["train"]
+    assert csv_rows["source_text"] == ['a, "quoted" text', "plain"]
+    assert csv_rows["target_text"] == ["NA", ""]  # no NaN conversion, empty stays empty
+    assert csv_rows["domain"] == ["", "web"] and csv_rows["id"] == ["t:0", "t:1"]
+    tsv_rows = load(MT, tmp_path, train_file=[str(write_table(tmp_path / "t.tsv", rows, "\t"))], **flags)["train"]
+    assert tsv_rows["source_text"] == csv_rows["source_text"] and tsv_rows["target_lang"] == ["de", "fr"]
+
+
+def test_dict_columns_and_constant_languages(tmp_path):
+    path = write_jsonl(tmp_path / "wmt.jsonl", [{"translation": {"de": "hallo welt", "en": "hello world"}}])
+    train = load(MT, tmp_path, train_file=[str(path)], source_column="translation.de",
+                 target_column="translation.en", source_lang="de", target_lang="en")["train"]
+    assert train[0]["source_text"] == "hallo welt" and train[0]["target_text"] == "hello world"
+    assert (train[0]["source_lang"], train[0]["target_lang"]) == ("de", "en")
+
+
+@pytest.mark.parametrize("name, expected", [
+    ("train_es_en_tedx", {"split": "train", "source_lang": "es", "target_lang": "en", "domain": "tedx"}),
+    ("dev_fr-pt_europarl", {"split": "dev", "source_lang": "fr", "target_lang": "pt", "domain": "europarl"}),
+    ("test_it_it_covost", {"split": "test", "source_lang": "it", "target_lang": "it", "domain": "covost"}),
+    ("train_asr_es", None),
+    ("train", None),
+])
+def test_fairseq_split_names(name, expected):
+    assert parse_fairseq_split_name(name) == expected
+
+
+def test_fairseq_manifests(speech_corpus, tmp_path):
+    manifests = speech_corpus / "manifests"
+    assert detect_format(manifests / "train_fr_en_covost.tsv") == "fairseq"
+    assert expand_files(["train_*"], str(manifests)) == sorted(manifests.glob("train_*.tsv"))
+    splits = load(ST, tmp_path, splits=("train", "validation"), manifest_dir=str(manifests),
+                  train_file=["train_es_en_tedx", "train_fr_en_covost"], validation_file=["dev_*"])
+    train = splits["train"]
+    fr = [row for row in train if row["source_lang"] == "fr"]
+    assert len(fr) == 8 and {(row["target_lang"], row["domain"]) for row in fr} == {("en", "covost")}
+    assert {row["domain"] for row in train if row["source_lang"] == "es"} == {"tedx"}
+    assert all(os.path.isfile(row["audio"]) for row in train)  # relative to the manifest's folder
+    first = json.loads((speech_corpus / "train.jsonl").read_text().splitlines()[0])
+    assert (train[0]["id"], train[0]["target_text"]) == (first["id"], first["translation"])
+    assert len(splits["validation"]) == 6
+    asr = load(ASR, tmp_path, manifest_dir=str(manifests), train_file=["train_fr_en_covost"])["train"]
+    assert asr[0]["target_lang"] == "fr"  # ASR: the transcript is in the source language
+
+
+def test_dataset_name_folder(tmp_path):
+    folder = tmp_path / "corpus"
+    write_jsonl(folder / "train.jsonl", text_rows(4, seed=0))
+    write_jsonl(folder / "validation.jsonl", text_rows(2, seed=1))
+    splits = load(MT, tmp_path, splits=("train", "validation"), dataset_name=str(folder))
+    assert (len(splits["train"]), len(splits["validation"])) == (4, 2)
+    with pytest.raises(DataError, match="split 'test'"):
+        load(MT, tmp_path, splits=("test",), dataset_name=str(folder))
+
+
+def test_missing_files_and_columns_are_clear_errors(tmp_path):
+    path = write_jsonl(tmp_path / "train.jsonl", [{"audio": "a.wav", "text": "hola"}])
+    with pytest.raises(DataError, match="not found"):
+        load(ASR, tmp_path, train_file=[str(tmp_path / "nope.jsonl")])
+    with pytest.raises(DataError, match="'source_lang'.*--source_lang_column or --source_lang"):
+        load(ASR, tmp_path, train_file=[str(path)])
+    assert load(ASR, tmp_path, train_file=[str(path)], source_lang="es")["train"][0]["target_lang"] == "es"
+    with pytest.raises(DataError, match="'translation'.*--translation_column"):
+        load(ST, tmp_path, train_file=[str(path)], source_lang="es")
+    with pytest.raises(DataError, match="'domain'.*--domain_column or --domain"):
+        load(ASR, tmp_path, task_type="domain", train_file=[str(path)])
+    with pytest.raises(DataError, match="--train_file nor --dataset_name"):
+        load(ASR, tmp_path, splits=("train",))
+
+
+def test_tasks_from_training_data(tmp_path):
+    rows = text_rows(6, seed=0)
+    train = load(MT, tmp_path, train_file=[str(write_jsonl(tmp_path / "t.jsonl", rows))])["train"]
+    assert collect_tasks(train, MT, "lang") == (["de", "en"], ["de", "en", "fr"])
+    assert collect_tasks(train, MT, "domain") == (["news", "web"], ["news", "web"])
+    assert collect_tasks(train, ASR, "lang") == (["de", "en"], ["de", "en"])
+
+
+def test_text_rows_skipped_and_counted(tmp_path):
+    good = text_rows(4, seed=0)
+    bad = [
+        {**good[0], "source": ""},
+        {**good[0], "target": "   "},
+        {**good[0], "target_lang": "xx"},
+        {**good[0], "source_lang": ""},
+        {**good[0], "source": " ".join(["the cat"] * 40)},
+    ]
+    train = load(MT, tmp_path, train_file=[str(write_jsonl(tmp_path / "t.jsonl", good + bad))])["train"]
+    tokenizer = train_marian_tokenizer(list(train["source_text"]) + list(train["target_text"]), vocab_size=60)
+    ctx = PrepareContext(MT, "lang", ["de", "en"], ["de", "en", "fr"], tokenizer, max_source_length=20)
+    prepared, report = prepare_split(train, "train", ctx)
+    assert report.skipped == {"empty_source": 1, "empty_target": 1, "unknown_language": 1, "missing_language": 1,
+                              "source_too_long": 1}
+    assert report.summary().startswith("train: kept 4 of 9 examples; skipped 5: empty_source=1")
+    assert len(prepared) == 4 and "skip_reason" not in prepared.column_names
+    assert prepared["group"] == ["en-de", "en-fr", "de-en", "en-de"]
+    assert prepared["encoder_task_ids"] == [1, 1, 0, 1] and prepared["decoder_task_ids"] == [0, 2, 1, 0]
+    assert all(labels[-1] == tokenizer.eos_token_id for labels in prepared["labels"])

@@ -1,0 +1,57 @@
+# Copyright 2026 The hf-headsel authors. Licensed under the Apache License, Version 2.0.
+"""The end of a recipe run: the model card in the output folder and `--push_to_hub` (to the recording Hub)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from huggingface_hub import ModelCard
+from huggingface_hub import constants as hub_constants
+from recipe_testkit import tiny_flags
+
+import run_mt
+
+
+def mt_flags(text_corpus, out, *extra) -> list[str]:
+    return tiny_flags(out, speech=False) + [
+        "--train_file", str(text_corpus / "train.jsonl"), "--validation_file", str(text_corpus / "dev.jsonl"),
+        "--do_train", "--do_eval", *extra,
+    ]  # fmt: skip
+
+
+def test_training_writes_the_card_and_pushes_once_at_the_end(text_corpus, tmp_path, hub, monkeypatch):
+    monkeypatch.setattr(hub_constants, "ENDPOINT", hub.url)
+    out = tmp_path / "mt"
+    result = run_mt.main(mt_flags(text_corpus, out, "--push_to_hub", "--hub_model_id", "me/mt-tiny",
+                                  "--hub_token", "hf_fake", "--save_strategy", "steps", "--save_steps", "2"))
+
+    card = ModelCard((out / "README.md").read_text())
+    eval_results = json.loads((out / "eval_results.json").read_text())
+    scores = {(r.dataset_config, r.metric_value) for r in card.data.eval_results}
+    assert (None, eval_results["eval_bleu"]) in scores
+    assert ("en-de", eval_results["eval_bleu_en-de"]) in scores
+    assert "hf-headsel" in card.data.tags and "me/mt-tiny" in card.text
+    assert str(text_corpus / "train.jsonl") not in card.text and "train.jsonl" in card.text
+
+    assert hub.errors == [] and len(hub.commits) == 1  # once, at the end: the Trainer itself never pushed
+    files = hub.commits[0]["files"]
+    assert files["README.md"] == (out / "README.md").read_bytes()
+    assert files["model.safetensors"] == (out / "model.safetensors").read_bytes()
+    assert {"head_selection.py", "modeling_headsel_marian.py", "tokenizer_config.json", "source.spm"} <= set(files)
+    assert not [name for name in files if name.startswith("checkpoint-")]
+    assert result.trainer.args.push_to_hub is False
+
+
+def test_shared_baseline_gets_the_trainer_card(text_corpus, tmp_path):
+    out = tmp_path / "shared"
+    run_mt.main(mt_flags(text_corpus, out, "--shared_baseline"))
+    card = (out / "README.md").read_text()
+    assert "hf-headsel" not in card and "generated_from_trainer" in card
+
+
+def test_push_without_training_is_refused_before_any_work(text_corpus, tmp_path):
+    with pytest.raises(ValueError, match="--push_to_hub .* needs --do_train"):
+        run_mt.main(tiny_flags(tmp_path / "x", speech=False) + [
+            "--validation_file", str(text_corpus / "dev.jsonl"), "--do_eval", "--push_to_hub"])
+    assert not (tmp_path / "x" / "README.md").exists()

@@ -1,0 +1,223 @@
+# Copyright 2026 The hf-headsel authors. Licensed under the Apache License, Version 2.0.
+"""End-to-end runs of the three recipes (in-process, a few steps of a tiny model) on generated corpora."""
+
+from __future__ import annotations
+
+import json
+import logging
+import shutil
+
+import pytest
+import torch
+import yaml
+from recipe_testkit import TINY_TEXT, tiny_flags
+from safetensors.torch import load_file
+from transformers import (
+    AutoModelForSeq2SeqLM,
+    AutoModelForSpeechSeq2Seq,
+    MarianConfig,
+    MarianMTModel,
+    Speech2TextProcessor,
+)
+
+import hf_headsel
+import run_asr
+import run_mt
+import run_st
+from headsel_recipes.data import DataError
+from headsel_recipes.tokenizer import train_marian_tokenizer
+
+
+def read_json(path):
+    return json.loads(path.read_text())
+
+
+def test_asr_end_to_end_with_bad_rows(speech_corpus, tmp_path, caplog):
+    out = tmp_path / "asr"
+    args = tiny_flags(out, speech=True) + [
+        "--train_file", str(speech_corpus / "train.jsonl"),
+        "--validation_file", str(speech_corpus / "dev.jsonl"),
+        "--test_file", str(speech_corpus / "dev.jsonl"),
+        "--encoder_tasks", "es,fr", "--decoder_tasks", "es,fr",
+        "--max_duration_in_seconds", "5",
+        "--do_train", "--do_eval", "--do_predict",
+    ]
+    with caplog.at_level(logging.INFO):
+        result = run_asr.main(args)
+
+    report = read_json(out / "data_report.json")
+    assert report["train"] == {"total": 23, "kept": 16, "skipped": {
+        "unreadable_audio": 2, "empty_audio": 1, "invalid_audio": 1, "audio_too_long": 1, "empty_target": 1,
+        "unknown_language": 1}}
+    assert report["validation"]["skipped"] == {"unknown_language": 1}
+    assert "train: kept 16 of 23 examples; skipped 7: audio_too_long=1" in caplog.text
+
+    eval_results = read_json(out / "eval_results.json")
+    assert {"eval_wer", "eval_wer_es", "eval_wer_fr", "eval_wer_pooled", "eval_loss"} <= set(eval_results)
+    assert eval_results["eval_samples"] == 6
+    assert {"predict_wer_es", "predict_wer_fr"} <= set(read_json(out / "predict_results.json"))
+    predictions = [json.loads(line) for line in (out / "generated_predictions.jsonl").read_text().splitlines()]
+    assert len(predictions) == 6 and {p["group"] for p in predictions} == {"es", "fr"}
+
+    train_logs = [entry for entry in result.trainer.state.log_history if "loss" in entry]
+    assert len(train_logs) == 3
+    assert all({"head_selection_kl", "head_selection_temperature", "head_selection_changes"} <= set(entry)
+               for entry in train_logs)
+
+    # the output folder is a complete, loadable model: weights, tokenizer, feature extractor
+    model = AutoModelForSpeechSeq2Seq.from_pretrained(out).eval()
+    assert isinstance(model, hf_headsel.HeadSelSpeech2TextForConditionalGeneration)
+    assert model.config.encoder_tasks == ["es", "fr"] and model.config.task_type == "lang"
+    processor = Speech2TextProcessor.from_pretrained(out)
+    audio = torch.sin(torch.arange(8000) * 0.3).numpy()
+    features = processor.feature_extractor(audio, sampling_rate=16000, return_tensors="pt")
+    tokens = model.generate(features.input_features, attention_mask=features.attention_mask,
+                            encoder_task_ids=torch.tensor([1]), decoder_task_ids=torch.tensor([1]), max_length=5)
+    assert tokens.shape[0] == 1
+
+
+def test_st_fairseq_manifests_domains(speech_corpus, tmp_path):
+    # an "ASR" checkpoint with the same encoder shape to start the encoder from
+    asr = hf_headsel.HeadSelSpeech2TextForConditionalGeneration(hf_headsel.HeadSelSpeech2TextConfig(
+        vocab_size=40, d_model=32, encoder_layers=1, decoder_layers=1, encoder_attention_heads=2,
+        decoder_attention_heads=2, encoder_ffn_dim=32, decoder_ffn_dim=32, conv_channels=16,
+        encoder_tasks=["tedx", "mustc"], decoder_tasks=["tedx", "mustc"], task_type="domain"))
+    asr.save_pretrained(tmp_path / "asr")
+    out = tmp_path / "st"
+    args = tiny_flags(out, speech=True) + [
+        "--manifest_dir", str(speech_corpus / "manifests"),
+        "--train_file", "train_es_en_tedx,train_fr_en_covost",
+        "--validation_file", "dev_*",
+        "--task_type", "domain",
+        "--init_encoder_from", str(tmp_path / "asr"),
+        "--sampling_alpha", "0.5",
+        "--head_selection_kl_weight", "0.1",
+        "--temperature_schedule", "linear", "--final_temperature", "1.0",
+        "--do_train", "--do_eval",
+    ]
+    result = run_st.main(args)
+    config = result.trainer.model.config
+    assert config.encoder_tasks == ["covost", "tedx"] and config.task_type == "domain"
+    eval_results = read_json(out / "eval_results.json")
+    assert {"eval_bleu", "eval_bleu_tedx", "eval_bleu_covost"} <= set(eval_results)
+    temperatures = [entry["head_selection_temperature"] for entry in result.trainer.state.log_history
+                    if "loss" in entry]
+    assert temperatures == pytest.approx([5.0, 3.0, 1.0])
+
+
+def test_mt_sampling_smoothing_kl_averaging(text_corpus, tmp_path):
+    out = tmp_path / "mt"
+    args = tiny_flags(out, speech=False, max_steps=4) + [
+        "--train_file", str(text_corpus / "train.jsonl"),
+        "--validation_file", str(text_corpus / "dev.jsonl"),
+        "--test_file", str(text_corpus / "test.jsonl"),
+        "--sampling_alpha", "0.3",
+        "--label_smoothing_factor", "0.1",
+        "--head_selection_kl_weight", "0.5",
+        "--head_selection_strategy", "subset",
+        "--save_strategy", "steps", "--save_steps", "2",
+        "--average_last_n", "2",
+        "--do_train", "--do_eval", "--do_predict",
+    ]
+    result = run_mt.main(args)
+    assert read_json(out / "averaged_checkpoints.json") == ["checkpoint-2", "checkpoint-4"]
+    final = load_file(out / "model.safetensors")
+    two, four = (load_file(out / f"checkpoint-{step}" / "model.safetensors") for step in (2, 4))
+    for key in ("head_selection.encoder_self.logits", "model.encoder.layers.0.self_attn.q_proj.weight"):
+        torch.testing.assert_close(final[key], (two[key] + four[key]) / 2)
+    predict = read_json(out / "predict_results.json")
+    assert {"predict_bleu", "predict_bleu_en-de", "predict_bleu_en-fr", "predict_bleu_de-en"} <= set(predict)
+    config = result.trainer.model.config
+    assert (config.encoder_tasks, config.decoder_tasks) == (["de", "en"], ["de", "en", "fr"])
+    assert config.head_selection_strategy == "subset"
+
+    # the output continues as a checkpoint: evaluation only, tasks and tokenizer from the checkpoint
+    again = run_mt.main(tiny_flags(tmp_path / "mt_eval", speech=False) + [
+        "--model_name_or_path", str(out), "--validation_file", str(text_corpus / "dev.jsonl"), "--do_eval"])
+    assert again.metrics["eval"]["eval_bleu_en-de"] == read_json(out / "eval_results.json")["eval_bleu_en-de"]
+
+
+def test_mt_shared_baseline_from_yaml(text_corpus, tmp_path):
+    out = tmp_path / "baseline"
+    flags = tiny_flags(out, speech=False)
+    flags.remove("--use_cpu")
+    config = {flags[i].lstrip("-"): yaml.safe_load(flags[i + 1]) for i in range(0, len(flags), 2)}
+    config.update(use_cpu=True, shared_baseline=True, target_lang_token=True, do_train=True, do_eval=True,
+                  train_file=[str(text_corpus / "train.jsonl")], validation_file=[str(text_corpus / "dev.jsonl")])
+    (tmp_path / "mt.yaml").write_text(yaml.safe_dump(config))
+    result = run_mt.main([str(tmp_path / "mt.yaml")])
+    model = AutoModelForSeq2SeqLM.from_pretrained(out)
+    assert type(model) is MarianMTModel and model.config.model_type == "marian"
+    assert {"eval_bleu_en-de", "eval_bleu_de-en"} <= set(read_json(out / "eval_results.json"))
+    tokenizer = result.trainer.processing_class
+    assert tokenizer.convert_tokens_to_ids(">>de<<") != tokenizer.unk_token_id
+    assert tokenizer(">>de<< the cat").input_ids[0] == tokenizer.convert_tokens_to_ids(">>de<<")
+
+
+def test_resume_continues_same_data_and_selector_state(text_corpus, tmp_path):
+    full, resumed = tmp_path / "full", tmp_path / "resumed"
+    common = ["--train_file", str(text_corpus / "train.jsonl"), "--sampling_alpha", "0.5",
+              "--save_strategy", "steps", "--save_steps", "2", "--head_selection_kl_weight", "0.1", "--do_train"]
+    first = run_mt.main(tiny_flags(full, speech=False, max_steps=4) + common)
+    second = run_mt.main(tiny_flags(resumed, speech=False, max_steps=4) + common + [
+        "--tokenizer_name", str(full), "--resume_from_checkpoint", str(full / "checkpoint-2")])
+    losses = [[entry["loss"] for entry in run.trainer.state.log_history if "loss" in entry] for run in (first, second)]
+    assert losses[1] == pytest.approx(losses[0], rel=1e-5)  # the resumed history holds steps 1-2 of the checkpoint
+    final_full, final_resumed = load_file(full / "model.safetensors"), load_file(resumed / "model.safetensors")
+    assert final_full.keys() == final_resumed.keys()
+    for key in final_full:
+        torch.testing.assert_close(final_resumed[key], final_full[key], rtol=1e-5, atol=1e-6)
+
+
+def test_missing_column_or_file_fails_before_training(speech_corpus, tmp_path):
+    out = tmp_path / "bad"
+    base = tiny_flags(out, speech=True) + ["--validation_file", str(speech_corpus / "dev.jsonl"), "--do_train"]
+    with pytest.raises(DataError, match="--text_column"):
+        run_asr.main(base + ["--train_file", str(speech_corpus / "train.jsonl"), "--text_column", "transcript"])
+    with pytest.raises(DataError, match="not found"):
+        run_asr.main(base + ["--train_file", str(speech_corpus / "nope.jsonl")])
+    with pytest.raises(DataError, match="--domain_column"):
+        run_st.main(base + ["--train_file", str(speech_corpus / "train.jsonl"), "--task_type", "domain",
+                            "--domain_column", "corpus"])
+    assert not (out / "model.safetensors").exists()
+    shutil.rmtree(out, ignore_errors=True)
+
+
+def test_mt_adapter_baseline_upcycled_from_a_stock_checkpoint(text_corpus, tmp_path):
+    rows = [json.loads(line) for line in (text_corpus / "train.jsonl").read_text().splitlines()]
+    tokenizer = train_marian_tokenizer([row["source"] for row in rows] + [row["target"] for row in rows], 60)
+    size = len(tokenizer)
+    stock = MarianMTModel(MarianConfig(
+        vocab_size=size, decoder_vocab_size=size, d_model=32, encoder_layers=1, decoder_layers=1,
+        encoder_attention_heads=2, decoder_attention_heads=2, encoder_ffn_dim=32, decoder_ffn_dim=32,
+        max_position_embeddings=64, pad_token_id=tokenizer.pad_token_id, eos_token_id=tokenizer.eos_token_id,
+        decoder_start_token_id=tokenizer.pad_token_id))
+    stock.save_pretrained(tmp_path / "stock")
+    tokenizer.save_pretrained(tmp_path / "stock")
+    out = tmp_path / "upcycled"
+    flags = tiny_flags(out, speech=False, max_steps=2)
+    flags.remove("--config_overrides")
+    flags.remove(TINY_TEXT)
+    run_mt.main(flags + ["--model_name_or_path", str(tmp_path / "stock"), "--train_file",
+                         str(text_corpus / "train.jsonl"), "--task_adapter_dim", "8", "--train_only_adapters",
+                         "--do_train"])
+    model = AutoModelForSeq2SeqLM.from_pretrained(out)
+    assert isinstance(model, hf_headsel.HeadSelMarianMTModel)
+    assert model.config.encoder_tasks == ["de", "en"] and model.config.total_encoder_attention_heads == 4
+    # frozen: the stock weights, each stock head tiled into its group of candidates
+    stock_q = stock.model.encoder.layers[0].self_attn.q_proj.weight
+    torch.testing.assert_close(model.model.encoder.layers[0].self_attn.q_proj.weight, torch.cat([stock_q, stock_q]))
+    torch.testing.assert_close(model.model.encoder.layers[0].fc1.weight, stock.model.encoder.layers[0].fc1.weight)
+    # trained: the adapters (their up-projections start at zero)
+    assert model.model.encoder.layers[0].task_adapter.up_weight.abs().sum() > 0
+
+
+def test_early_stopping_on_the_task_score(text_corpus, tmp_path):
+    out = tmp_path / "early"
+    result = run_mt.main(tiny_flags(out, speech=False, max_steps=6) + [
+        "--train_file", str(text_corpus / "train.jsonl"), "--validation_file", str(text_corpus / "dev.jsonl"),
+        "--learning_rate", "0", "--eval_strategy", "steps", "--eval_steps", "1", "--early_stopping_patience", "1",
+        "--do_train"])
+    evaluations = [entry for entry in result.trainer.state.log_history if "eval_bleu" in entry]
+    assert result.trainer.state.global_step == 2 and len(evaluations) >= 2  # no improvement at the 2nd evaluation
+    assert {"eval_bleu_en-de", "eval_bleu_de-en"} <= set(evaluations[0])

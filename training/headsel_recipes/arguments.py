@@ -1,0 +1,278 @@
+# Copyright 2026 The hf-headsel authors. Licensed under the Apache License, Version 2.0.
+"""Command-line arguments of the recipes: what a run trains, on which data, with which head-selection settings.
+
+Every recipe parses four dataclasses with `HfArgumentParser`: [`ModelArguments`], [`HeadSelectionArguments`],
+[`DataArguments`] and `Seq2SeqTrainingArguments`. They come from flags, or from one JSON or YAML file whose keys are
+the flag names. [`RECIPE_TRAINING_DEFAULTS`] replaces a few `Seq2SeqTrainingArguments` defaults with the ones a
+translation/recognition recipe needs (generation-based evaluation, label smoothing 0.1 as in the paper's setup).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from transformers import HfArgumentParser, Seq2SeqTrainingArguments
+
+
+@dataclass(frozen=True)
+class RecipeTask:
+    """What one entry script trains: the modality, the target text, the metric.
+
+    Args:
+        name: `"asr"`, `"st"` or `"mt"`.
+        speech: whether the input is audio (Speech2Text) rather than text (Marian).
+        target_field: which column flag holds the target text: `"text"`, `"translation"` or `"target"`.
+        metric: `"wer"` or `"bleu"`.
+        same_language: the target is in the source language (ASR): the decoder task is the source language.
+    """
+
+    name: str
+    speech: bool
+    target_field: str
+    metric: str
+    same_language: bool = False
+
+
+@dataclass
+class ModelArguments:
+    """The model, the tokenizer and the feature extractor."""
+
+    model_name_or_path: str | None = field(
+        default=None,
+        metadata={"help": "A head-selection checkpoint (folder or Hub id) to continue from. Leave out to train from "
+                          "scratch; a stock Marian / Speech2Text checkpoint is upcycled (its heads tiled H'/H times)."},
+    )
+    config_overrides: str | None = field(
+        default=None,
+        metadata={"help": "Comma-separated `key=value` overrides of the model config, e.g. "
+                          "'d_model=64,encoder_layers=2'. Values are parsed as JSON when they can be."},
+    )
+    tokenizer_name: str | None = field(
+        default=None, metadata={"help": "A tokenizer folder. Default: the checkpoint's, else one trained on the data."}
+    )
+    feature_extractor_name: str | None = field(
+        default=None,
+        metadata={"help": "A feature extractor folder (speech). Default: the checkpoint's, else 80 mel bins."},
+    )
+    vocab_size: int = field(default=8000, metadata={"help": "Size of the sentencepiece model trained on the data."})
+    tokenizer_model_type: str = field(
+        default="unigram", metadata={"help": "sentencepiece model type: unigram, bpe, char or word."}
+    )
+    tokenizer_max_sentences: int = field(
+        default=1_000_000, metadata={"help": "Sentences sampled to train the sentencepiece model."}
+    )
+    shared_baseline: bool = field(
+        default=False,
+        metadata={"help": "Train the stock model (Speech2Text / Marian, every head shared by every task) through the "
+                          "same recipe: the baseline of the paper. Head-selection flags are ignored."},
+    )
+    init_encoder_from: str | None = field(
+        default=None,
+        metadata={"help": "A checkpoint (e.g. an ASR model) whose encoder initialises this model's encoder; encoder "
+                          "selector rows are copied by task name."},
+    )
+    train_only_adapters: bool = field(
+        default=False,
+        metadata={"help": "Freeze everything but the task adapters (the paper's adapter baseline, on top of a "
+                          "trained model given by --model_name_or_path)."},
+    )
+    cache_dir: str | None = field(default=None, metadata={"help": "Cache folder of `datasets` and Transformers."})
+
+
+@dataclass
+class HeadSelectionArguments:
+    """Head-selection settings. `None` keeps the checkpoint's value (or the package default when training from
+    scratch)."""
+
+    task_type: str | None = field(
+        default=None,
+        metadata={"help": "lang (default): the encoder task is the source language and the decoder task the target "
+                          "language; domain: both are the example's domain. A head-selection checkpoint keeps "
+                          "its own."},
+    )
+    encoder_tasks: list[str] | None = field(
+        default=None, metadata={"help": "Encoder task names (default: sorted, from the training data)."}
+    )
+    decoder_tasks: list[str] | None = field(
+        default=None, metadata={"help": "Decoder task names (default: sorted, from the training data)."}
+    )
+    head_selection_strategy: str | None = field(
+        default=None, metadata={"help": "group (default), subset or task_specific."}
+    )
+    head_selection_components: list[str] | None = field(
+        default=None,
+        metadata={"help": "Among encoder_self, decoder_self, decoder_cross (default: both self-attentions)."},
+    )
+    total_encoder_attention_heads: int | None = field(
+        default=None, metadata={"help": "H' of the encoder (default 2H)."})
+    total_decoder_attention_heads: int | None = field(
+        default=None, metadata={"help": "H' of the decoder (default 2H)."})
+    head_selection_temperature: float | None = field(
+        default=None, metadata={"help": "Gumbel-sigmoid temperature tau (default 5.0); the start of a schedule."}
+    )
+    head_selection_kl_weight: float | None = field(
+        default=None, metadata={"help": "Weight of the KL(q || prior) term in the loss (default 0.0)."}
+    )
+    cross_attention_task_key: str | None = field(
+        default=None, metadata={"help": "decoder, encoder or pair: which task keys cross-attention selection."}
+    )
+    task_adapter_dim: int | None = field(
+        default=None,
+        metadata={"help": "Bottleneck of per-task adapters after every layer (0: none; 256 in the paper)."},
+    )
+    task_adapter_key: str | None = field(
+        default=None, metadata={"help": "direction (one adapter per encoder x decoder task) or task."}
+    )
+    temperature_schedule: str = field(
+        default="constant", metadata={"help": "constant, linear or exponential annealing of tau over training."}
+    )
+    final_temperature: float | None = field(
+        default=None, metadata={"help": "tau at the last step (needed by the linear and exponential schedules)."}
+    )
+
+
+@dataclass
+class DataArguments:
+    """Where the data comes from, which columns hold what, and how examples are filtered and sampled."""
+
+    train_file: list[str] | None = field(
+        default=None,
+        metadata={"help": "Training files: JSONL/JSON, CSV, TSV or fairseq manifests (comma lists and globs "
+                          "allowed; bare split names are looked up in --manifest_dir)."},
+    )
+    validation_file: list[str] | None = field(default=None, metadata={"help": "Validation files (as --train_file)."})
+    test_file: list[str] | None = field(default=None, metadata={"help": "Test files (as --train_file)."})
+    dataset_name: str | None = field(
+        default=None, metadata={"help": "Anything `datasets.load_dataset` reads: a folder or a dataset name."}
+    )
+    dataset_config_name: str | None = field(default=None, metadata={"help": "The configuration of --dataset_name."})
+    train_split_name: str = field(default="train", metadata={"help": "Training split of --dataset_name."})
+    validation_split_name: str = field(default="validation", metadata={"help": "Validation split of --dataset_name."})
+    test_split_name: str = field(default="test", metadata={"help": "Test split of --dataset_name."})
+    data_format: str = field(
+        default="auto",
+        metadata={"help": "auto (from the extension; a TSV with the fairseq manifest header is a manifest), json, "
+                          "csv, tsv or fairseq."},
+    )
+    manifest_dir: str | None = field(
+        default=None, metadata={"help": "Folder of fairseq manifests: --train_file may then list split names."}
+    )
+    audio_root: str | None = field(
+        default=None, metadata={"help": "Folder relative audio paths start from (default: the data file's folder)."}
+    )
+    id_column: str = field(default="id", metadata={"help": "Example id column (optional)."})
+    audio_column: str = field(default="audio", metadata={"help": "Audio column: a path or a datasets Audio feature."})
+    text_column: str = field(default="text", metadata={"help": "Transcript column (the ASR target)."})
+    translation_column: str = field(default="translation", metadata={"help": "Translation column (the ST target)."})
+    source_column: str = field(default="source", metadata={"help": "MT source column; `col.key` reads a dict."})
+    target_column: str = field(default="target", metadata={"help": "MT target column; `col.key` reads a dict."})
+    source_lang_column: str = field(default="source_lang", metadata={"help": "Source language column."})
+    target_lang_column: str = field(default="target_lang", metadata={"help": "Target language column."})
+    domain_column: str = field(default="domain", metadata={"help": "Domain column."})
+    source_lang: str | None = field(default=None, metadata={"help": "Source language of rows that give none."})
+    target_lang: str | None = field(default=None, metadata={"help": "Target language of rows that give none."})
+    domain: str | None = field(default=None, metadata={"help": "Domain of rows that give none."})
+    max_duration_in_seconds: float = field(default=60.0, metadata={"help": "Longer audio is skipped (counted)."})
+    min_duration_in_seconds: float = field(default=0.0, metadata={"help": "Shorter audio is skipped (counted)."})
+    max_source_length: int = field(default=1024, metadata={"help": "Longer MT sources (tokens) are skipped."})
+    max_target_length: int = field(default=1024, metadata={"help": "Longer targets (tokens) are skipped."})
+    sampling_alpha: float = field(
+        default=1.0,
+        metadata={"help": "Temperature-based resampling of training tasks: p(task) ∝ n_task^alpha (1.0: the data "
+                          "as is; 0.0: tasks uniform)."},
+    )
+    spec_augment: bool = field(default=True, metadata={"help": "SpecAugment the training features (speech)."})
+    freq_mask_num: int = field(default=2, metadata={"help": "SpecAugment: frequency masks per example."})
+    freq_mask_width: int = field(default=27, metadata={"help": "SpecAugment: maximum width of a frequency mask."})
+    time_mask_num: int = field(default=2, metadata={"help": "SpecAugment: time masks per example."})
+    time_mask_width: int = field(default=100, metadata={"help": "SpecAugment: maximum width of a time mask."})
+    time_mask_ratio: float = field(
+        default=1.0, metadata={"help": "SpecAugment: a time mask covers at most this fraction of the frames."}
+    )
+    target_lang_token: bool = field(
+        default=False,
+        metadata={"help": "MT: prepend `>>tgt<<` to every source (Marian's convention), so a shared model knows the "
+                          "target language."},
+    )
+    preprocessing_num_workers: int | None = field(default=None, metadata={"help": "Processes for preprocessing."})
+    overwrite_cache: bool = field(default=False, metadata={"help": "Recompute cached preprocessing."})
+    max_train_samples: int | None = field(default=None, metadata={"help": "Keep the first N training examples."})
+    max_eval_samples: int | None = field(default=None, metadata={"help": "Keep the first N validation examples."})
+    max_predict_samples: int | None = field(default=None, metadata={"help": "Keep the first N test examples."})
+    average_last_n: int = field(
+        default=0, metadata={"help": "Average the last N saved checkpoints into the final model (0: no averaging)."}
+    )
+    bleu_tokenize: str = field(default="13a", metadata={"help": "sacrebleu tokenizer (13a, intl, zh, char, ...)."})
+    bootstrap_resamples: int = field(
+        default=1000,
+        metadata={"help": "Bootstrap resamples of the 95% confidence intervals written next to every score "
+                          "(`*_ci_low` / `*_ci_high`; 0: none)."},
+    )
+    early_stopping_patience: int | None = field(
+        default=None,
+        metadata={"help": "Stop when the validation score (--metric_for_best_model, default the task's WER or BLEU "
+                          "average) has not improved for this many evaluations (the paper: 10 epochs)."},
+    )
+
+
+ALL_ARGUMENT_CLASSES = (ModelArguments, HeadSelectionArguments, DataArguments, Seq2SeqTrainingArguments)
+
+# Seq2SeqTrainingArguments defaults a recipe changes (a flag or a config file key still wins).
+RECIPE_TRAINING_DEFAULTS = {
+    "predict_with_generate": True,
+    "generation_num_beams": 5,
+    "generation_max_length": 200,
+    "label_smoothing_factor": 0.1,
+    "remove_unused_columns": False,
+    "ddp_find_unused_parameters": False,
+    "report_to": "none",
+}
+
+STRATEGY_KEYS = ("eval_strategy", "save_strategy", "logging_strategy")
+LIST_FIELDS = (
+    "encoder_tasks", "decoder_tasks", "head_selection_components", "train_file", "validation_file", "test_file",
+)
+
+
+def split_commas(values: list[str] | str | None) -> list[str] | None:
+    """`["a,b", "c"]` or `"a,b,c"` -> `["a", "b", "c"]` (empty items dropped); `None` stays `None`."""
+    if values is None:
+        return None
+    if isinstance(values, str):
+        values = [values]
+    return [item.strip() for value in values for item in str(value).split(",") if item.strip()]
+
+
+def parse_arguments(
+    args: list[str] | None = None,
+) -> tuple[ModelArguments, HeadSelectionArguments, DataArguments, Seq2SeqTrainingArguments]:
+    """Parse flags, or one `.json` / `.yaml` file, into the four argument dataclasses.
+
+    `args` defaults to `sys.argv[1:]`. Comma-separated list values are split.
+    """
+    args = sys.argv[1:] if args is None else list(args)
+    parser = HfArgumentParser(ALL_ARGUMENT_CLASSES)
+    if len(args) == 1 and Path(args[0]).suffix in (".json", ".yaml", ".yml"):
+        text = Path(args[0]).read_text()
+        if args[0].endswith(".json"):
+            values = json.loads(text)
+        else:
+            import yaml
+
+            values = yaml.safe_load(text)
+        for key in STRATEGY_KEYS:  # YAML 1.1 reads `save_strategy: no` as False
+            if values.get(key) is False:
+                values[key] = "no"
+        parsed = parser.parse_dict({**RECIPE_TRAINING_DEFAULTS, **values})
+    else:
+        parser.set_defaults(**RECIPE_TRAINING_DEFAULTS)
+        parsed = parser.parse_args_into_dataclasses(args=args)
+    model_args, head_args, data_args, training_args = parsed
+    for container in (head_args, data_args):
+        for name in LIST_FIELDS:
+            if hasattr(container, name):
+                setattr(container, name, split_commas(getattr(container, name)))
+    return model_args, head_args, data_args, training_args

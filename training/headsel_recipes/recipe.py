@@ -1,0 +1,332 @@
+# Copyright 2026 The hf-headsel authors. Licensed under the Apache License, Version 2.0.
+"""One recipe for ASR, ST and MT: arguments -> data -> tasks -> tokenizer/features -> model -> prepared splits ->
+Trainer -> train / average / evaluate / predict. The entry scripts only choose the [`RecipeTask`]."""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import datasets
+import transformers
+from transformers import EarlyStoppingCallback, Speech2TextFeatureExtractor, Speech2TextProcessor, set_seed
+
+from .arguments import DataArguments, HeadSelectionArguments, ModelArguments, RecipeTask, parse_arguments
+from .audio import SpecAugment
+from .collator import Seq2SeqCollator
+from .data import DataError, collect_tasks, load_splits
+from .metrics import TaskMetrics
+from .modeling import build_model, checkpoint_tasks, find_checkpoints, load_averaged_weights
+from .publishing import publish, take_push_to_hub
+from .preprocess import PrepareContext, SplitReport, prepare_split, write_report
+from .tokenizer import has_tokenizer, lang_token, load_tokenizer, train_marian_tokenizer, train_speech_tokenizer
+from .trainer import HeadSelSeq2SeqTrainer, TemperatureScheduleCallback
+
+logger = logging.getLogger("headsel_recipes")
+FEATURE_EXTRACTOR_FILES = ("preprocessor_config.json", "processor_config.json")
+
+
+@dataclass
+class RecipeResult:
+    """What a run produced: the trainer (with its model), the metrics of each stage, the data reports."""
+
+    trainer: HeadSelSeq2SeqTrainer
+    metrics: dict[str, dict] = field(default_factory=dict)
+    reports: list[SplitReport] = field(default_factory=list)
+
+
+def setup_logging(training_args) -> None:
+    """Log like the Transformers example scripts. The recipe's own messages (tasks, tokenizer, the per-split summary
+    of kept and skipped examples) are INFO on the main process unless `--log_level` says otherwise."""
+    logging.basicConfig(format="%(asctime)s - %(levelname)s - %(name)s - %(message)s", datefmt="%m/%d/%Y %H:%M:%S",
+                        handlers=[logging.StreamHandler(sys.stdout)])
+    level = training_args.get_process_log_level()
+    if training_args.log_level != "passive" or training_args.log_level_replica != "warning":
+        datasets.utils.logging.set_verbosity(level)
+        transformers.utils.logging.set_verbosity(level)
+    elif training_args.should_log:
+        level = logging.INFO
+    logger.setLevel(level)
+
+
+def needed_splits(training_args) -> list[str]:
+    """The splits a run reads: train (`--do_train`), validation (`--do_eval` or evaluation during training), test
+    (`--do_predict`)."""
+    splits = []
+    if training_args.do_train:
+        splits.append("train")
+    if training_args.do_eval or (training_args.do_train and training_args.eval_strategy != "no"):
+        splits.append("validation")
+    if training_args.do_predict:
+        splits.append("test")
+    if not splits:
+        raise DataError("nothing to do: pass --do_train, --do_eval and/or --do_predict")
+    return splits
+
+
+def resolve_tasks(task: RecipeTask, head_args: HeadSelectionArguments, raw: dict,
+                  fixed: tuple[list[str], list[str], str] | None, path: str | None) -> tuple[list[str], list[str], str]:
+    """`(encoder tasks, decoder tasks, task type)`: `fixed`, the tasks of the head-selection checkpoint at `path`,
+    else the flags, else the sorted tasks of the training data."""
+    if fixed is not None:
+        encoder_tasks, decoder_tasks, task_type = fixed
+        for side, given, known in (("encoder", head_args.encoder_tasks, encoder_tasks),
+                                   ("decoder", head_args.decoder_tasks, decoder_tasks)):
+            if given is not None and given != known:
+                raise ValueError(f"{path} was trained with {side} tasks {known}; --{side}_tasks {given} differs")
+        if head_args.task_type not in (None, task_type):
+            raise ValueError(f"{path} was trained with task_type={task_type!r}, not {head_args.task_type!r}")
+        return encoder_tasks, decoder_tasks, task_type
+    task_type = head_args.task_type or "lang"
+    encoder_tasks, decoder_tasks = head_args.encoder_tasks, head_args.decoder_tasks
+    if encoder_tasks is None or decoder_tasks is None:
+        if "train" not in raw:
+            raise DataError("without training data, give the tasks: --encoder_tasks and --decoder_tasks")
+        found = collect_tasks(raw["train"], task, task_type)
+        encoder_tasks = encoder_tasks or found[0]
+        decoder_tasks = decoder_tasks or found[1]
+    return list(encoder_tasks), list(decoder_tasks), task_type
+
+
+def get_tokenizer(task: RecipeTask, model_args: ModelArguments, data_args: DataArguments, raw: dict,
+                  decoder_tasks: list[str], training_args):
+    """`--tokenizer_name`, else the checkpoint's, else the one already in the output folder (a resumed run), else a
+    sentencepiece model trained on the training text and saved to the output folder.
+
+    The main process decides first; the others then find what it saved (every process passes the same barriers).
+    """
+    with training_args.main_process_first(desc="building the tokenizer"):
+        for path in (model_args.tokenizer_name, model_args.model_name_or_path, training_args.output_dir):
+            explicit = path == model_args.tokenizer_name or not Path(path or ".").exists()  # a name or a Hub id
+            if path is not None and (explicit or has_tokenizer(path, task.speech)):
+                logger.info("tokenizer from %s", path)
+                return load_tokenizer(path, task.speech, model_args.cache_dir)
+        if model_args.model_name_or_path:
+            raise DataError(f"{model_args.model_name_or_path} holds no tokenizer: give the one it was trained with "
+                            "(--tokenizer_name)")
+        if "train" not in raw:
+            raise DataError("no tokenizer: give --tokenizer_name or --model_name_or_path, or training data to "
+                            "build one")
+        texts = list(raw["train"]["target_text"])
+        if task.speech:
+            tokenizer = train_speech_tokenizer(texts, model_args.vocab_size, model_args.tokenizer_model_type,
+                                               model_args.tokenizer_max_sentences)
+        else:
+            lang_tokens = [lang_token(lang) for lang in decoder_tasks] if data_args.target_lang_token else None
+            texts += list(raw["train"]["source_text"])
+            tokenizer = train_marian_tokenizer(texts, model_args.vocab_size, model_args.tokenizer_model_type,
+                                               lang_tokens, model_args.tokenizer_max_sentences)
+        if training_args.should_save:
+            tokenizer.save_pretrained(training_args.output_dir)
+        logger.info("trained a %d-piece sentencepiece tokenizer on the training text", len(tokenizer))
+        return tokenizer
+
+
+def get_feature_extractor(model_args: ModelArguments, training_args) -> Speech2TextFeatureExtractor:
+    """`--feature_extractor_name`, else the checkpoint's, else the output folder's, else 80 log-mel bins at 16 kHz
+    with utterance mean/variance normalization (fairseq's S2T front end)."""
+    for path in (model_args.feature_extractor_name, model_args.model_name_or_path, training_args.output_dir):
+        if path is not None and any((Path(path) / name).exists() for name in FEATURE_EXTRACTOR_FILES):
+            return Speech2TextFeatureExtractor.from_pretrained(path)
+    return Speech2TextFeatureExtractor(feature_size=80, num_mel_bins=80, sampling_rate=16000, padding_value=0.0,
+                                       do_ceptral_normalize=True, normalize_means=True, normalize_vars=True)
+
+
+def prepare_context(task, task_type, encoder_tasks, decoder_tasks, tokenizer, feature_extractor, model,
+                    data_args: DataArguments) -> PrepareContext:
+    """Preprocessing limits: the flags, capped by the model's positions."""
+    config = model.config
+    if task.speech:
+        subsampling = 2 ** getattr(config, "num_conv_layers", 2)
+        max_source = config.max_source_positions * subsampling
+        max_target = config.max_target_positions
+    else:
+        max_source = min(data_args.max_source_length, config.max_position_embeddings)
+        max_target = config.max_position_embeddings
+    return PrepareContext(
+        task=task, task_type=task_type, encoder_tasks=encoder_tasks, decoder_tasks=decoder_tasks,
+        tokenizer=tokenizer, feature_extractor=feature_extractor, max_source_length=max_source,
+        max_target_length=min(data_args.max_target_length, max_target),
+        min_duration=data_args.min_duration_in_seconds, max_duration=data_args.max_duration_in_seconds,
+        target_lang_token=data_args.target_lang_token,
+    )
+
+
+def use_split(metrics: TaskMetrics, dataset) -> None:
+    """Point the metrics at a prepared split: its groups, references and label lengths, in order."""
+    metrics.use(dataset["group"], dataset["reference"], [len(labels) for labels in dataset["labels"]])
+
+
+def write_predictions(path: Path, dataset, hypotheses: list[str]) -> None:
+    """`generated_predictions.jsonl`: id, group, reference and hypothesis of every scored example."""
+    with open(path, "w", encoding="utf-8") as handle:
+        rows = zip(dataset["id"], dataset["group"], dataset["reference"], hypotheses)
+        for row_id, group, reference, hypothesis in rows:
+            record = {"id": row_id, "group": group, "reference": reference, "prediction": hypothesis}
+            handle.write(json.dumps(record, ensure_ascii=False) + "\n")
+
+
+def prepare_splits(raw: dict, ctx: PrepareContext, data_args: DataArguments, training_args):
+    """Prepare every split (the main process first, so the others read its cache), write `data_report.json`, and
+    fail if a split lost every example."""
+    prepared, reports = {}, []
+    with training_args.main_process_first(desc="preparing the data"):
+        for split, dataset in raw.items():
+            prepared[split], report = prepare_split(dataset, split, ctx, data_args.preprocessing_num_workers,
+                                                    data_args.overwrite_cache)
+            reports.append(report)
+    if training_args.should_save:
+        write_report(reports, Path(training_args.output_dir) / "data_report.json")
+    for report in reports:
+        if report.kept == 0:
+            raise DataError(f"every {report.split} example was skipped: {report.summary()}")
+    return prepared, reports
+
+
+def numpy_view(dataset, speech: bool):
+    """The split as the Trainer reads it: model inputs as numpy arrays (the other columns stay available)."""
+    inputs = ["input_features" if speech else "input_ids", "labels", "encoder_task_ids", "decoder_task_ids"]
+    return dataset.with_format("numpy", columns=inputs, output_all_columns=True)
+
+
+def make_trainer(task: RecipeTask, model, tokenizer, feature_extractor, prepared: dict, metrics: TaskMetrics,
+                 model_args: ModelArguments, head_args: HeadSelectionArguments, data_args: DataArguments,
+                 training_args) -> HeadSelSeq2SeqTrainer:
+    """The Trainer: numpy-formatted splits, collators (SpecAugment for training batches only), metrics, task
+    sampling and the temperature schedule."""
+    formatted = {split: numpy_view(dataset, task.speech) for split, dataset in prepared.items()}
+    with_task_ids = not model_args.shared_baseline
+    augment = SpecAugment(data_args.freq_mask_num, data_args.freq_mask_width, data_args.time_mask_num,
+                          data_args.time_mask_width, data_args.time_mask_ratio) if (
+        task.speech and data_args.spec_augment) else None
+    callbacks = []
+    if head_args.temperature_schedule != "constant" and not model_args.shared_baseline:
+        if head_args.final_temperature is None:
+            raise ValueError("--temperature_schedule needs --final_temperature")
+        callbacks.append(TemperatureScheduleCallback(float(model.config.head_selection_temperature),
+                                                     head_args.final_temperature, head_args.temperature_schedule))
+    if data_args.early_stopping_patience:
+        callbacks.append(early_stopping(task, data_args.early_stopping_patience, training_args))
+    if "validation" in prepared:
+        use_split(metrics, prepared["validation"])
+    return HeadSelSeq2SeqTrainer(
+        model=model,
+        args=training_args,
+        train_dataset=formatted.get("train"),
+        eval_dataset=formatted.get("validation"),
+        processing_class=Speech2TextProcessor(feature_extractor, tokenizer) if task.speech else tokenizer,
+        data_collator=Seq2SeqCollator(task.speech, tokenizer.pad_token_id, with_task_ids),
+        train_collator=Seq2SeqCollator(task.speech, tokenizer.pad_token_id, with_task_ids, augment),
+        compute_metrics=metrics if training_args.predict_with_generate else None,
+        callbacks=callbacks,
+        sampling_groups=list(prepared["train"]["group"]) if "train" in prepared else None,
+        sampling_alpha=data_args.sampling_alpha,
+    )
+
+
+def early_stopping(task: RecipeTask, patience: int, training_args) -> EarlyStoppingCallback:
+    """Early stopping on `--metric_for_best_model`, by default the task's averaged score (lower WER / higher BLEU)."""
+    if training_args.eval_strategy == "no":
+        raise ValueError("--early_stopping_patience needs evaluation during training (--eval_strategy steps/epoch)")
+    if training_args.metric_for_best_model is None:
+        training_args.metric_for_best_model = task.metric
+        training_args.greater_is_better = task.metric == "bleu"
+    return EarlyStoppingCallback(early_stopping_patience=patience)
+
+
+def train(trainer: HeadSelSeq2SeqTrainer, train_size: int, data_args: DataArguments) -> dict:
+    """Train (resuming if asked), average the last checkpoints if asked, save model and processor."""
+    resume = trainer.args.resume_from_checkpoint
+    resume = True if str(resume).lower() in ("true", "last") else resume
+    output = trainer.train(resume_from_checkpoint=resume)
+    if data_args.average_last_n > 0:
+        average_last_checkpoints(trainer, data_args.average_last_n)
+    trainer.save_model()
+    metrics = {**output.metrics, "train_samples": train_size}
+    trainer.log_metrics("train", metrics)
+    trainer.save_metrics("train", metrics)
+    trainer.save_state()
+    return metrics
+
+
+def score(trainer: HeadSelSeq2SeqTrainer, metrics: TaskMetrics, dataset, prefix: str, speech: bool) -> dict:
+    """Evaluate (`prefix="eval"`) or predict (`"predict"`) on a prepared split; write `{prefix}_results.json` and,
+    for predictions, `generated_predictions.jsonl`."""
+    use_split(metrics, dataset)
+    formatted = numpy_view(dataset, speech)
+    if prefix == "eval":
+        results = trainer.evaluate(formatted, metric_key_prefix=prefix)
+    else:
+        results = trainer.predict(formatted, metric_key_prefix=prefix).metrics
+        if trainer.is_world_process_zero() and trainer.args.predict_with_generate:
+            write_predictions(Path(trainer.args.output_dir) / "generated_predictions.jsonl", dataset,
+                              metrics.last_hypotheses)
+    results[f"{prefix}_samples"] = len(dataset)
+    trainer.log_metrics(prefix, results)
+    trainer.save_metrics(prefix, results)
+    return results
+
+
+def run(task: RecipeTask, args: list[str] | None = None) -> RecipeResult:
+    """Run a recipe with command-line `args` (default `sys.argv[1:]`)."""
+    model_args, head_args, data_args, training_args = parse_arguments(args)
+    push = take_push_to_hub(training_args)
+    setup_logging(training_args)
+    set_seed(training_args.seed)
+    Path(training_args.output_dir).mkdir(parents=True, exist_ok=True)
+    logger.info("recipe %s; training arguments %s", task.name, training_args)
+
+    fixed = checkpoint_tasks(model_args.model_name_or_path, model_args.cache_dir) if (
+        model_args.model_name_or_path and not model_args.shared_baseline) else None
+    task_type = fixed[2] if fixed else (head_args.task_type or "lang")
+    with training_args.main_process_first(desc="reading the data"):
+        raw = load_splits(task, data_args, needed_splits(training_args), task_type, model_args.cache_dir)
+    encoder_tasks, decoder_tasks, task_type = resolve_tasks(task, head_args, raw, fixed, model_args.model_name_or_path)
+    logger.info("task_type=%s; encoder tasks %s; decoder tasks %s", task_type, encoder_tasks, decoder_tasks)
+    tokenizer = get_tokenizer(task, model_args, data_args, raw, decoder_tasks, training_args)
+    feature_extractor = get_feature_extractor(model_args, training_args) if task.speech else None
+    head_args.task_type = task_type
+    model = build_model(task, model_args, head_args, tokenizer, encoder_tasks, decoder_tasks)
+    if task.speech and model.config.input_feat_per_channel != feature_extractor.feature_size:
+        raise ValueError(f"the model reads {model.config.input_feat_per_channel} features per frame, the feature "
+                         f"extractor makes {feature_extractor.feature_size}")
+    model.generation_config.max_length = training_args.generation_max_length or model.generation_config.max_length
+    model.generation_config.num_beams = training_args.generation_num_beams or model.generation_config.num_beams
+
+    ctx = prepare_context(task, task_type, encoder_tasks, decoder_tasks, tokenizer, feature_extractor, model, data_args)
+    prepared, reports = prepare_splits(raw, ctx, data_args, training_args)
+    metrics = TaskMetrics(tokenizer, task.metric, data_args.bleu_tokenize, data_args.bootstrap_resamples)
+    trainer = make_trainer(task, model, tokenizer, feature_extractor, prepared, metrics, model_args, head_args,
+                           data_args, training_args)
+    result = RecipeResult(trainer, reports=reports)
+    if training_args.do_train:
+        result.metrics["train"] = train(trainer, len(prepared["train"]), data_args)
+    if training_args.do_eval:
+        result.metrics["eval"] = score(trainer, metrics, prepared["validation"], "eval", task.speech)
+    if training_args.do_predict:
+        result.metrics["predict"] = score(trainer, metrics, prepared["test"], "predict", task.speech)
+    if training_args.do_train or push:
+        publish(trainer, result.metrics, model_args, data_args, training_args, push)
+    return result
+
+
+def average_last_checkpoints(trainer: HeadSelSeq2SeqTrainer, last_n: int) -> list[str]:
+    """Load the mean of the last `last_n` checkpoints of the output folder into the trainer's model (the paper
+    averages the last 10 epochs' checkpoints and evaluates the average)."""
+    trainer.accelerator.wait_for_everyone()
+    checkpoints = find_checkpoints(trainer.args.output_dir)[-last_n:]
+    if not checkpoints:
+        logger.warning("--average_last_n %d: no checkpoint-* folder in %s, nothing averaged", last_n,
+                       trainer.args.output_dir)
+        return []
+    if len(checkpoints) < last_n:
+        logger.warning("--average_last_n %d: only %d checkpoints to average", last_n, len(checkpoints))
+    load_averaged_weights(trainer.model, checkpoints)
+    names = [path.name for path in checkpoints]
+    logger.info("averaged checkpoints %s into the final model", names)
+    if trainer.is_world_process_zero():
+        (Path(trainer.args.output_dir) / "averaged_checkpoints.json").write_text(json.dumps(names) + "\n")
+    return names

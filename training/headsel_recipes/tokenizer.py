@@ -1,0 +1,104 @@
+# Copyright 2026 The hf-headsel authors. Licensed under the Apache License, Version 2.0.
+"""Tokenizers: load one, or train a sentencepiece model on the training text and wrap it as the stock tokenizer of
+the model family, so the output folder loads with `from_pretrained`.
+
+* Speech: [`Speech2TextTokenizer`] files (`vocab.json`, `sentencepiece.bpe.model`), fairseq's special ids
+  `<s>`=0, `<pad>`=1, `</s>`=2, `<unk>`=3 (those of `Speech2TextConfig`).
+* Text: [`MarianTokenizer`] files (`vocab.json`, `source.spm`, `target.spm`: one joint model for both sides, so the
+  embeddings can be shared), `</s>`=0, `<unk>`=1, `<pad>`=2; `>>xx<<` target-language tokens are whole pieces.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import shutil
+import tempfile
+from collections.abc import Iterable
+from pathlib import Path
+
+import sentencepiece as spm
+from transformers import MarianTokenizer, Speech2TextTokenizer
+
+logger = logging.getLogger(__name__)
+
+SPEECH_SPECIALS = {"bos": (0, "<s>"), "pad": (1, "<pad>"), "eos": (2, "</s>"), "unk": (3, "<unk>")}
+MARIAN_SPECIALS = {"eos": (0, "</s>"), "unk": (1, "<unk>"), "pad": (2, "<pad>"), "bos": (-1, "<s>")}
+
+
+def lang_token(lang: str) -> str:
+    """Marian's target-language token: `>>fr<<`."""
+    return f">>{lang}<<"
+
+
+def train_sentencepiece(
+    texts: Iterable[str],
+    model_path: Path,
+    vocab_size: int,
+    specials: dict[str, tuple[int, str]],
+    model_type: str = "unigram",
+    user_symbols: list[str] | None = None,
+    max_sentences: int = 1_000_000,
+) -> dict[str, int]:
+    """Train a sentencepiece model on `texts` into `model_path` and return its vocabulary `{piece: id}`.
+
+    `vocab_size` is a soft limit (a small corpus yields fewer pieces rather than an error).
+    """
+    texts = [text for text in texts if text]
+    if not texts:
+        raise ValueError("no training text to build a tokenizer from")
+    options = {f"{name}_id": index for name, (index, _) in specials.items()}
+    options.update({f"{name}_piece": piece for name, (index, piece) in specials.items() if index >= 0})
+    with open(model_path, "wb") as writer:
+        spm.SentencePieceTrainer.train(
+            sentence_iterator=iter(texts),
+            model_writer=writer,
+            vocab_size=vocab_size,
+            model_type=model_type,
+            character_coverage=1.0,
+            input_sentence_size=max_sentences,
+            shuffle_input_sentence=True,
+            hard_vocab_limit=False,
+            user_defined_symbols=user_symbols or [],
+            minloglevel=2,
+            **options,
+        )
+    processor = spm.SentencePieceProcessor(model_file=str(model_path))
+    return {processor.id_to_piece(index): index for index in range(processor.get_piece_size())}
+
+
+def train_speech_tokenizer(texts: Iterable[str], vocab_size: int, model_type: str = "unigram",
+                           max_sentences: int = 1_000_000) -> Speech2TextTokenizer:
+    """A [`Speech2TextTokenizer`] over a sentencepiece model trained on `texts` (its files live in a temporary
+    folder until `save_pretrained`)."""
+    folder = Path(tempfile.mkdtemp(prefix="headsel_spm_"))
+    vocab = train_sentencepiece(texts, folder / "sentencepiece.bpe.model", vocab_size, SPEECH_SPECIALS, model_type,
+                                max_sentences=max_sentences)
+    (folder / "vocab.json").write_text(json.dumps(vocab, ensure_ascii=False))
+    return Speech2TextTokenizer(vocab_file=str(folder / "vocab.json"), spm_file=str(folder / "sentencepiece.bpe.model"))
+
+
+def train_marian_tokenizer(texts: Iterable[str], vocab_size: int, model_type: str = "unigram",
+                           lang_tokens: list[str] | None = None, max_sentences: int = 1_000_000) -> MarianTokenizer:
+    """A [`MarianTokenizer`] over one joint sentencepiece model trained on `texts` (source and target sides)."""
+    folder = Path(tempfile.mkdtemp(prefix="headsel_spm_"))
+    vocab = train_sentencepiece(texts, folder / "source.spm", vocab_size, MARIAN_SPECIALS, model_type,
+                                user_symbols=lang_tokens, max_sentences=max_sentences)
+    shutil.copyfile(folder / "source.spm", folder / "target.spm")
+    (folder / "vocab.json").write_text(json.dumps(vocab, ensure_ascii=False))
+    return MarianTokenizer(source_spm=str(folder / "source.spm"), target_spm=str(folder / "target.spm"),
+                           vocab=str(folder / "vocab.json"))
+
+
+def load_tokenizer(path: str, speech: bool, cache_dir: str | None = None):
+    """The tokenizer saved in `path` (a recipe output folder or checkpoint)."""
+    cls = Speech2TextTokenizer if speech else MarianTokenizer
+    return cls.from_pretrained(path, cache_dir=cache_dir)
+
+
+def has_tokenizer(path: str | None, speech: bool) -> bool:
+    """Whether the local folder `path` holds tokenizer files of the family."""
+    if path is None or not Path(path).is_dir():
+        return False
+    needed = ("vocab.json", "sentencepiece.bpe.model") if speech else ("vocab.json", "source.spm")
+    return all((Path(path) / name).exists() for name in needed)

@@ -1,0 +1,200 @@
+# Copyright 2026 The hf-headsel authors. Licensed under the Apache License, Version 2.0.
+"""The Trainer of the recipes: `Seq2SeqTrainer` with the head-selection loss, task sampling, a training-only
+collator, temperature annealing, and head-selection logging.
+
+`Seq2SeqTrainer`'s own `label_smoothing_factor` recomputes the loss from the logits and would silently drop the KL
+term the model adds to its loss. [`HeadSelSeq2SeqTrainer`] replaces its label smoother with [`HeadSelLoss`]:
+label-smoothed cross-entropy (fairseq's formula) plus `config.head_selection_kl_weight * head_selection_kl`, used for
+the training loss and for the evaluation loss alike.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+from transformers import Seq2SeqTrainer, TrainerCallback
+
+from hf_headsel.analysis import SELECTION_LOG_NAME, selection_snapshot
+
+from .sampling import TemperatureSampler
+
+logger = logging.getLogger(__name__)
+
+IGNORE_INDEX = -100
+SCHEDULES = ("constant", "linear", "exponential")
+
+
+def label_smoothed_nll(logits: torch.Tensor, labels: torch.Tensor, epsilon: float) -> torch.Tensor:
+    """Mean label-smoothed cross-entropy over the non-ignored tokens (fairseq's `label_smoothed_cross_entropy`:
+    `(1 - eps - eps/(V-1)) * nll + eps/(V-1) * sum_v -log p_v`; plain cross-entropy when `epsilon` is 0)."""
+    log_probs = F.log_softmax(logits.float(), dim=-1)
+    mask = labels != IGNORE_INDEX
+    safe_labels = labels.masked_fill(~mask, 0)
+    nll = -log_probs.gather(-1, safe_labels.unsqueeze(-1)).squeeze(-1)
+    if epsilon:
+        eps_i = epsilon / (log_probs.shape[-1] - 1)
+        nll = (1.0 - epsilon - eps_i) * nll - eps_i * log_probs.sum(dim=-1)
+    return (nll * mask).sum() / mask.sum().clamp(min=1)
+
+
+class HeadSelLoss:
+    """The recipe loss from model outputs: label-smoothed CE + `kl_weight * outputs.head_selection_kl`.
+
+    Has the call signature of Transformers' `LabelSmoother`, so `Seq2SeqTrainer.prediction_step` uses it too.
+    """
+
+    def __init__(self, epsilon: float, model):
+        self.epsilon, self.model = epsilon, model
+
+    def kl_weight(self) -> float:
+        return float(getattr(self.model.config, "head_selection_kl_weight", 0.0) or 0.0)
+
+    def __call__(self, outputs, labels: torch.Tensor, shift_labels: bool = False, num_items_in_batch=None):
+        loss = label_smoothed_nll(outputs["logits"], labels, self.epsilon)
+        kl = outputs.get("head_selection_kl") if isinstance(outputs, dict) else None
+        if kl is not None and self.kl_weight():
+            loss = loss + self.kl_weight() * kl
+        return loss
+
+
+class HeadSelSeq2SeqTrainer(Seq2SeqTrainer):
+    """`Seq2SeqTrainer` for head-selection recipes.
+
+    Args:
+        train_collator: collator of the training batches (e.g. with SpecAugment); `data_collator` serves evaluation.
+        sampling_groups: the task group of every training example, for temperature-based task sampling.
+        sampling_alpha: `p(task) ∝ n_task ** alpha`; 1.0 keeps the Trainer's own (shuffled) sampler.
+    """
+
+    def __init__(self, *args, train_collator=None, sampling_groups: list[str] | None = None,
+                 sampling_alpha: float = 1.0, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.label_smoother = HeadSelLoss(self.args.label_smoothing_factor, self.model)
+        # The loss is a per-batch mean computed here: no `num_items_in_batch` goes to the model.
+        self.model_accepts_loss_kwargs = False
+        self.train_collator = train_collator
+        self.sampling_groups, self.sampling_alpha = sampling_groups, sampling_alpha
+        self._kl_sum, self._kl_steps = 0.0, 0
+        self._last_selection = None
+
+    # ---- loss -------------------------------------------------------------------------------------------------
+
+    def compute_loss(self, model, inputs, return_outputs: bool = False, num_items_in_batch=None):
+        outputs = model(**inputs)
+        loss = self.label_smoother(outputs, inputs["labels"])
+        kl = outputs.get("head_selection_kl")
+        if model.training and kl is not None:
+            self._kl_sum += float(kl.detach())
+            self._kl_steps += 1
+        return (loss, outputs) if return_outputs else loss
+
+    def training_step(self, model, inputs, num_items_in_batch=None):
+        if self._last_selection is None:
+            self._last_selection = self._selection()
+            if self._last_selection is not None:  # the selection the run starts from: the log's first snapshot
+                self.append_selection_log()
+        return super().training_step(model, inputs, num_items_in_batch)
+
+    # ---- data -------------------------------------------------------------------------------------------------
+
+    def _get_train_sampler(self, train_dataset=None):
+        if self.sampling_alpha == 1.0 or self.sampling_groups is None:
+            return super()._get_train_sampler(train_dataset)
+        seed = self.args.data_seed if self.args.data_seed is not None else self.args.seed
+        sampler = TemperatureSampler(self.sampling_groups, self.sampling_alpha, seed=seed)
+        logger.info("task sampling (alpha=%s): %s", self.sampling_alpha,
+                    {task: round(p, 4) for task, p in sampler.probabilities.items()})
+        return sampler
+
+    def get_train_dataloader(self):
+        if self.train_collator is None:
+            return super().get_train_dataloader()
+        eval_collator, self.data_collator = self.data_collator, self.train_collator
+        try:
+            return super().get_train_dataloader()
+        finally:
+            self.data_collator = eval_collator
+
+    # ---- logging ----------------------------------------------------------------------------------------------
+
+    def _selection(self) -> dict[str, torch.Tensor] | None:
+        model = self.accelerator.unwrap_model(self.model)
+        return model.selected_heads() if hasattr(model, "selected_heads") else None
+
+    def append_selection_log(self) -> None:
+        """Append the current selection (per component, task and layer: the selected heads) at the current step
+        to `<output_dir>/head_selection_log.jsonl`, read by `hf_headsel.analysis` for selection stability.
+
+        Main process only. A resumed run appends again from its checkpoint's step; the reader lets those
+        snapshots replace the interrupted run's from that step on.
+        """
+        if not self.is_world_process_zero():
+            return
+        path = Path(self.args.output_dir) / SELECTION_LOG_NAME
+        path.parent.mkdir(parents=True, exist_ok=True)
+        record = selection_snapshot(self.accelerator.unwrap_model(self.model), self.state.global_step)
+        with path.open("a", encoding="utf-8") as log:
+            log.write(json.dumps(record, ensure_ascii=False) + "\n")
+
+    def head_selection_logs(self) -> dict[str, float]:
+        """KL (mean since the last log), temperature, and how many (task, layer, slot) choices changed; the
+        selection itself goes to the selection log."""
+        selection = self._selection()
+        if selection is None:
+            return {}
+        self.append_selection_log()
+        logs = {"head_selection_temperature": float(self.model.config.head_selection_temperature)}
+        if self._kl_steps:
+            logs["head_selection_kl"] = self._kl_sum / self._kl_steps
+        if self._last_selection is not None:
+            logs["head_selection_changes"] = int(sum(
+                (selection[name] != self._last_selection[name]).sum().item() for name in selection))
+        self._kl_sum, self._kl_steps, self._last_selection = 0.0, 0, selection
+        return logs
+
+    def log(self, logs: dict[str, float], *args, **kwargs) -> None:
+        if "loss" in logs:
+            logs.update(self.head_selection_logs())
+        super().log(logs, *args, **kwargs)
+
+
+def temperature_at(step: int, max_steps: int, start: float, end: float, schedule: str) -> float:
+    """The temperature of a schedule at (0-based) `step` of `max_steps`: constant, or linear / exponential from
+    `start` at the first step to `end` at the last."""
+    if schedule not in SCHEDULES:
+        raise ValueError(f"unknown temperature schedule {schedule!r}: use one of {SCHEDULES}")
+    if schedule == "constant" or max_steps <= 1:
+        return start
+    progress = min(max(step / (max_steps - 1), 0.0), 1.0)
+    if schedule == "linear":
+        return start + (end - start) * progress
+    return start * math.exp(math.log(end / start) * progress)  # exponential
+
+
+class TemperatureScheduleCallback(TrainerCallback):
+    """Anneal `config.head_selection_temperature` (read by the model on every forward pass) as training goes.
+
+    The value is a function of the global step only, so a resumed run continues the schedule where it stopped.
+    """
+
+    def __init__(self, start: float, end: float, schedule: str = "linear"):
+        temperature_at(0, 1, start, end, schedule)  # validates the schedule
+        if start <= 0 or end <= 0:
+            raise ValueError(f"temperatures must be > 0, got {start} -> {end}")
+        self.start, self.end, self.schedule = start, end, schedule
+
+    def _set(self, state, model) -> None:
+        if model is not None:
+            model.config.head_selection_temperature = temperature_at(
+                state.global_step, state.max_steps, self.start, self.end, self.schedule)
+
+    def on_train_begin(self, args, state, control, model=None, **kwargs):
+        self._set(state, model)
+
+    def on_step_begin(self, args, state, control, model=None, **kwargs):
+        self._set(state, model)
