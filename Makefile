@@ -7,7 +7,9 @@ TORCH_SPEC ?= torch==2.13.0
 export HF_HUB_OFFLINE = 1
 export TOKENIZERS_PARALLELISM = false
 
-.PHONY: setup test demo bench clean
+.PHONY: setup system-deps corpus test demo bench experiment analyze clean
+CORPUS_DIR ?= data/offline_corpus
+CORPUS_FLAGS ?= --speech
 
 setup: $(VENV)/.installed
 
@@ -17,6 +19,15 @@ $(VENV)/.installed: setup.cfg pyproject.toml
 	$(PY) -m pip install -q -e ".[dev]"
 	touch $@
 
+# espeak-ng and sox synthesise the corpus speech (Debian packages; installed when missing and we are root).
+system-deps:
+	@command -v espeak-ng >/dev/null && command -v sox >/dev/null || \
+		{ [ "$$(id -u)" = 0 ] && apt-get update -qq && apt-get install -y -qq espeak-ng sox >/dev/null; } || \
+		echo "espeak-ng / sox missing: install them (apt-get install espeak-ng sox) for the corpus speech"
+
+corpus: setup system-deps
+	$(PY) training/build_corpus.py --output_dir $(CORPUS_DIR) $(CORPUS_FLAGS)
+
 test: setup
 	$(PY) -m pytest -q -n 2 tests
 
@@ -25,6 +36,12 @@ demo: setup
 
 bench: setup
 	$(PY) benchmarks/overhead.py
+
+experiment: setup
+	$(PY) training/run_experiment.py $(EXPERIMENT)
+
+analyze: setup  # make analyze MODEL=outputs/demo
+	$(PY) -m hf_headsel.analysis $(MODEL) --output_dir $(MODEL)/analysis
 
 clean:
 	rm -rf $(VENV) outputs .pytest_cache

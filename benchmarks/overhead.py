@@ -47,6 +47,7 @@ import transformers
 from transformers import MarianConfig, MarianMTModel
 
 from hf_headsel import HeadSelMarianConfig, HeadSelMarianMTModel
+from hf_headsel.head_selection import HeadSelectionAttentionMixin
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from reference_attention import use_all_candidates_attention  # noqa: E402
@@ -413,6 +414,8 @@ def parse_args(argv=None) -> argparse.Namespace:
                         help=f"attention backend of every system (default {BenchConfig.attn_implementation})")
     parser.add_argument("--components", nargs="+", choices=["encoder_self", "decoder_self", "decoder_cross"],
                         help="head-selection components (default: encoder_self decoder_self, the paper's)")
+    parser.add_argument("--mixed-batch-projection", choices=["auto", "grouped", "gathered"],
+                        help="how headsel projects mixed-task batches (default auto: gathered on CUDA, grouped on CPU)")
     parser.add_argument("--strict", action="store_true", help="exit with status 1 when a target is missed")
     return parser.parse_args(argv)
 
@@ -427,6 +430,8 @@ def main(argv=None) -> int:
     if args.components:
         overrides["components"] = tuple(args.components)
     cfg = BenchConfig(**overrides)
+    if args.mixed_batch_projection:
+        HeadSelectionAttentionMixin.mixed_batch_projection = args.mixed_batch_projection
     if cfg.repeats < 1 or cfg.warmup < 0:
         raise SystemExit("--repeats must be >= 1 and --warmup >= 0")
 
@@ -459,7 +464,8 @@ def main(argv=None) -> int:
     print(
         f"Marian, d_model {cfg.d_model}, {cfg.layers}+{cfg.layers} layers, H = {cfg.heads}, H' = {cfg.total_heads} "
         f"(group; {', '.join(cfg.components)}), {cfg.encoder_tasks}+{cfg.decoder_tasks} tasks, "
-        f"{args.device} {args.dtype}, {torch.get_num_threads()} threads, {cfg.repeats} repeats"
+        f"{args.device} {args.dtype}, {torch.get_num_threads()} threads, {cfg.repeats} repeats, mixed batches "
+        f"{HeadSelectionAttentionMixin.mixed_batch_projection}"
     )
     print(
         f"forward/train batch {cfg.batch_size} x src {cfg.src_len} x tgt {cfg.tgt_len}; generation batch "

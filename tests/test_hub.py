@@ -78,7 +78,8 @@ def tiny_png() -> bytes:
 
 def test_collect_metrics_reads_trainer_and_nested_metrics():
     flat = {"eval_bleu": 20.0, "eval_bleu_en-fr": 21.5, "eval_bleu_pooled": 19.0, "eval_loss": 2.0,
-            "predict_wer_es": 12.0, "epoch": 3.0, "bleu": 1.0}
+            "predict_wer_es": 12.0, "epoch": 3.0, "bleu": 1.0, "eval_bleu_en-fr_ci_low": 20.1,
+            "eval_bleu_ci_high": 22.0}
     assert collect_metrics(flat) == [
         MetricRecord("validation", "bleu", None, 20.0),
         MetricRecord("validation", "bleu", "en-fr", 21.5),

@@ -410,6 +410,57 @@ def test_gradient_checkpointing_gives_the_same_loss_and_gradients(family):
         torch.testing.assert_close(grads1[name], grads0[name])
 
 
+@pytest.fixture
+def projection_mode(monkeypatch):
+    """Set `mixed_batch_projection` on every head-selection attention class for one test."""
+    from hf_headsel.head_selection import HeadSelectionAttentionMixin
+
+    def set_mode(mode: str) -> None:
+        monkeypatch.setattr(HeadSelectionAttentionMixin, "mixed_batch_projection", mode)
+
+    return set_mode
+
+
+def train_step(model, family, seed: int = 7):
+    model.train()
+    seed_everything(seed)
+    loss = model(**family.inputs(), labels=family.labels(), **MIXED).loss
+    loss.backward()
+    grads = {n: p.grad for n, p in model.named_parameters() if p.grad is not None}
+    model.zero_grad(set_to_none=True)
+    model.eval()
+    return loss.detach(), grads
+
+
+@pytest.mark.parametrize("strategy", list(STRATEGY_CONFIGS))
+def test_gathered_mixed_batches_compute_what_grouped_ones_do(family, strategy, projection_mode):
+    """The two ways of projecting a mixed batch: eval logits, beam search, training loss and every gradient."""
+    model = mixed_model(family, strategy)
+    inputs, decoder_input_ids = family.inputs(), family.decoder_input_ids()
+    results = {}
+    for mode in ("grouped", "gathered"):
+        projection_mode(mode)
+        model.clear_head_selection_cache()
+        results[mode] = (
+            forward_logits(model, inputs, decoder_input_ids, **MIXED),
+            model.generate(**inputs, **MIXED, num_beams=3, do_sample=False, max_new_tokens=6),
+            *train_step(model, family),
+        )
+    (logits0, tokens0, loss0, grads0), (logits1, tokens1, loss1, grads1) = results["grouped"], results["gathered"]
+    torch.testing.assert_close(logits1, logits0)
+    assert tokens1.tolist() == tokens0.tolist()
+    torch.testing.assert_close(loss1, loss0)
+    assert grads1.keys() == grads0.keys()
+    for name in grads0:  # unselected candidates get exactly zero in both
+        torch.testing.assert_close(grads1[name], grads0[name], msg=lambda m: f"{name}: {m}")
+
+
+def test_mixed_batch_projection_is_checked(family, projection_mode):
+    projection_mode("sometimes")
+    with pytest.raises(ValueError, match="mixed_batch_projection must be one of"):
+        forward_logits(mixed_model(family), family.inputs(), family.decoder_input_ids(), **MIXED)
+
+
 # ---------------------------------------------------------------------------------------------------------------
 # (8) The eval weight cache never serves stale weights
 # ---------------------------------------------------------------------------------------------------------------

@@ -20,6 +20,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 
 import torch
 import torch.nn.functional as F
@@ -421,6 +422,9 @@ def route_from_kwargs(config: HeadSelectionConfigMixin, sides: Sequence[str], kw
 # --------------------------------------------------------------------------------------------------------------------
 
 
+MIXED_BATCH_PROJECTIONS = ("auto", "grouped", "gathered")
+
+
 class HeadSelectionAttentionMixin:
     """Turns a stock attention layer (`q_proj`, `k_proj`, `v_proj`, `out_proj`) into one with `H'` candidate heads.
 
@@ -432,6 +436,11 @@ class HeadSelectionAttentionMixin:
     """
 
     eager_attention: Callable  # the stock family's eager attention function, set by the family module
+    #: How a batch that mixes tasks is projected (see [`_projections`]): `"grouped"` (one matmul per task present, on
+    #: its examples and its heads' rows: the stock model's work), `"gathered"` (one matmul over all `H'` candidates,
+    #: then each example gathers its heads), or `"auto"`: gathered on CUDA, grouped elsewhere. Set it on the class
+    #: or on a layer; single-task batches always project only their selected heads.
+    mixed_batch_projection: str = "auto"
 
     def enable_head_selection(self, component: str, layer: int, total_heads: int, selector: HeadSelector) -> None:
         self.component, self.selection_layer, self.total_heads = component, layer, total_heads
@@ -476,8 +485,8 @@ class HeadSelectionAttentionMixin:
                   self.v_proj.bias, self.selector.logits)
         return tuple((id(p), p._version) for p in params if p is not None)
 
-    def _cached_task_weights(self, task: int):
-        """The deterministic weight slices of `task`, used without autograd.
+    def _eval_cached(self, key, compute: Callable[[], object]):
+        """`compute()` cached under `key` until the weights or `phi` change (evaluation without autograd only).
 
         Recomputed when a projection weight or `phi` is replaced (`load_state_dict(assign=True)`) or changed in place
         through autograd-visible ops (optimizer steps, `load_state_dict`, `copy_` under `no_grad`), and dropped when
@@ -485,14 +494,26 @@ class HeadSelectionAttentionMixin:
         the version counters: call `model.clear_head_selection_cache()` after those.
         """
         state = self._weights_state()
-        cached = self._task_weights_cache.get(task)
+        cached = self._task_weights_cache.get(key)
         if cached is None or cached[0] != state:
-            heads, _ = self.selector.layer_choice(self.selection_layer, sample=False, temperature=1.0)
             # keep the source tensors alive with the entry, so that their ids cannot be reused by new tensors
             sources = [p for p in self.parameters(recurse=True)] + [self.selector.logits]
-            cached = (state, self._slice_task_weights(heads[task]), sources)
-            self._task_weights_cache[task] = cached
+            cached = (state, compute(), sources)
+            self._task_weights_cache[key] = cached
         return cached[1]
+
+    def _layer_heads(self) -> tuple[torch.LongTensor, torch.Tensor | None]:
+        """The heads `[tasks, H]` of this layer and their gates: a fresh Gumbel-sigmoid sample in training, the
+        deterministic choice otherwise (cached in evaluation without autograd)."""
+        if not (self.training or torch.is_grad_enabled()):
+            return self._eval_cached("heads", lambda: self.selector.layer_choice(self.selection_layer, False, 1.0))
+        sample = self.training and self.selector.learned
+        temperature = float(self.config.head_selection_temperature)
+        return self.selector.layer_choice(self.selection_layer, sample=sample, temperature=temperature)
+
+    def _cached_task_weights(self, task: int):
+        """The deterministic weight slices of `task`, used without autograd (see [`_eval_cached`])."""
+        return self._eval_cached(task, lambda: self._slice_task_weights(self._layer_heads()[0][task]))
 
     def clear_task_weights_cache(self) -> None:
         self._task_weights_cache.clear()
@@ -509,10 +530,7 @@ class HeadSelectionAttentionMixin:
         """
         if not (self.training or torch.is_grad_enabled()):
             return self._cached_task_weights, None
-        sample = self.training and self.selector.learned
-        heads, gates = self.selector.layer_choice(
-            self.selection_layer, sample=sample, temperature=float(self.config.head_selection_temperature)
-        )
+        heads, gates = self._layer_heads()
         sliced = {}
 
         def task_weights(task: int):
@@ -536,6 +554,43 @@ class HeadSelectionAttentionMixin:
             out = out.index_copy(0, index, part)
         return out
 
+    def _gathers_mixed_batches(self, states: torch.Tensor) -> bool:
+        mode = self.mixed_batch_projection
+        if mode not in MIXED_BATCH_PROJECTIONS:
+            raise ValueError(f"mixed_batch_projection must be one of {MIXED_BATCH_PROJECTIONS}, got {mode!r}")
+        return mode == "gathered" or (mode == "auto" and states.device.type == "cuda")
+
+    def _projections(self, route: TaskRoute, states: torch.Tensor):
+        """Functions giving the queries and the (keys, values) of the selected heads, `[batch, time, H, head_dim]`,
+        and the per-example gates `[batch, H]` (`None` without sampling).
+
+        A single-task batch (and, with `mixed_batch_projection="grouped"`, every batch) projects only the selected
+        heads' weight rows, one matmul per task present. `"gathered"` projects a mixed batch onto all `H'`
+        candidates and gathers each example's `H` heads: `H'/H` times the projection work, but a fixed number of
+        kernels and no loop over tasks, which is what counts where small kernels are launch-bound (CUDA).
+        """
+        split = partial(torch.Tensor.unflatten, dim=-1, sizes=(-1, self.head_dim))
+        if route.single_task is not None or not self._gathers_mixed_batches(states):
+            task_weights, gates = self._task_weights_fn(route)
+
+            def queries(x):
+                return split(self._project(x, route, lambda task: task_weights(task)[:2]))
+
+            def keys_values(x):
+                return tuple(map(split, self._project(x, route, lambda task: task_weights(task)[2:]).chunk(2, -1)))
+
+            return queries, keys_values, gates
+        heads, gates = self._layer_heads()
+        example_heads = heads.to(states.device)[route.ids]  # [batch, H]
+
+        def gathered(linear: nn.Linear, x: torch.Tensor) -> torch.Tensor:
+            candidates = split(F.linear(x, linear.weight, linear.bias))  # [batch, time, H', head_dim]
+            index = example_heads[:, None, :, None].expand(-1, candidates.shape[1], -1, self.head_dim)
+            return candidates.gather(2, index)
+
+        return (partial(gathered, self.q_proj), lambda x: (gathered(self.k_proj, x), gathered(self.v_proj, x)),
+                None if gates is None else gates[route.ids])
+
     # ---- forward ----------------------------------------------------------------------------------------------
 
     def forward(
@@ -549,18 +604,10 @@ class HeadSelectionAttentionMixin:
         """Input shape: Batch x Time x Channel. Mirrors the stock attention, heads chosen per example."""
         route = route_from_kwargs(self.config, self.config.component_sides(self.component), kwargs, hidden_states)
         kwargs = {key: value for key, value in kwargs.items() if key not in ROUTE_KWARGS}
-        task_weights, gates = self._task_weights_fn(route)
-
-        def q_weights(task):
-            return task_weights(task)[:2]
-
-        def kv_weights(task):
-            return task_weights(task)[2:]
+        queries, keys_values, gates = self._projections(route, hidden_states)
 
         is_cross_attention = key_value_states is not None
-        input_shape = hidden_states.shape[:-1]
-        query_states = self._project(hidden_states, route, q_weights)
-        query_states = query_states.view(*input_shape, -1, self.head_dim).transpose(1, 2)
+        query_states = queries(hidden_states).transpose(1, 2)
 
         is_updated = False
         if past_key_values is not None:
@@ -578,11 +625,7 @@ class HeadSelectionAttentionMixin:
             key_states = curr_past_key_values.layers[self.layer_idx].keys
             value_states = curr_past_key_values.layers[self.layer_idx].values
         else:
-            key_value = self._project(current_states, route, kv_weights)
-            kv_shape = (*current_states.shape[:-1], -1, self.head_dim)
-            key_states, value_states = key_value.chunk(2, dim=-1)
-            key_states = key_states.reshape(kv_shape).transpose(1, 2)
-            value_states = value_states.reshape(kv_shape).transpose(1, 2)
+            key_states, value_states = (states.transpose(1, 2) for states in keys_values(current_states))
             if past_key_values is not None:
                 key_states, value_states = curr_past_key_values.update(key_states, value_states, self.layer_idx)
                 if is_cross_attention and isinstance(past_key_values, EncoderDecoderCache):
@@ -603,7 +646,7 @@ class HeadSelectionAttentionMixin:
         )
         if gates is not None:  # [batch, time, H, head_dim] * [batch, 1, H, 1]
             attn_output = attn_output * gates[:, None, :, None].to(attn_output.dtype)
-        attn_output = attn_output.reshape(*input_shape, -1).contiguous()
+        attn_output = attn_output.reshape(*hidden_states.shape[:-1], -1).contiguous()
         attn_output = self.out_proj(attn_output)
         return attn_output, attn_weights
 

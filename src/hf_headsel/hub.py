@@ -31,6 +31,7 @@ from typing import Any
 from huggingface_hub import EvalResult, HfApi, ModelCard, ModelCardData
 
 from . import pipeline_headsel
+from .analysis import analyze_model
 from .conversion import HEAD_SELECTION_CONFIG_KEYS
 from .head_selection import SIDES, HeadSelectionModelMixin
 
@@ -159,6 +160,9 @@ class MetricRecord:
     value: float
 
 
+CONFIDENCE_SUFFIXES = ("_ci_low", "_ci_high")  # bootstrap interval bounds of a score, not scores of a task
+
+
 def collect_metrics(metrics: dict | None, default_split: str = "validation") -> list[MetricRecord]:
     """The WER / CER / BLEU / chrF scores in `metrics`, in any of these shapes (other keys are ignored):
 
@@ -166,6 +170,8 @@ def collect_metrics(metrics: dict | None, default_split: str = "validation") -> 
       (prefix `eval_` / `validation_` -> validation, `test_` / `predict_` -> test, none -> `default_split`);
     * nested by split: `{"eval": {...Trainer metrics...}, "predict": {...}}`;
     * nested by task: `{"fr": {"bleu": 30.1}, "it": {"bleu": 28.4}}`.
+
+    Confidence bounds (`eval_bleu_fr-en_ci_low`, `..._ci_high`) are not scores and are left out.
     """
     records = []
     for key, value in (metrics or {}).items():
@@ -178,7 +184,7 @@ def collect_metrics(metrics: dict | None, default_split: str = "validation") -> 
                 ]
             continue
         match = _METRIC_KEY.match(key)
-        if match is None or not isinstance(value, (int, float)) or isinstance(value, bool):
+        if key.endswith(CONFIDENCE_SUFFIXES) or match is None or not isinstance(value, (int, float)) or isinstance(value, bool):
             continue
         split = SPLIT_NAMES[match["split"]] if match["split"] else default_split
         records.append(MetricRecord(split, match["metric"], match["task"], float(value)))
@@ -247,25 +253,13 @@ def template_path() -> Path:
                             "pass template=")
 
 
-def task_labels(config, component: str) -> list[str]:
-    """The names of the rows of `phi` of a component: task names, or `src→tgt` for a pair-keyed cross-attention."""
-    sides = config.component_sides(component)
-    if len(sides) == 1:
-        return list(config.tasks(sides[0]))
-    return [f"{e}→{d}" for e in config.encoder_tasks for d in config.decoder_tasks]
-
-
 def head_sharing(model) -> list[dict]:
-    """Per selecting component: the fraction of heads every two tasks share, averaged over layers."""
+    """Per selecting component: the fraction of heads every two tasks share, averaged over layers (the card's
+    tables; `hf_headsel.analysis` computes them)."""
     tables = []
-    for component, heads in model.selected_heads().items():
-        tasks, _, num_heads = heads.shape
-        total = model.head_selection[component].total_heads
-        chosen = heads.new_zeros(tasks, heads.shape[1], total, dtype=heads.dtype).scatter_(-1, heads, 1).float()
-        shared = (chosen[:, None] * chosen[None, :]).sum(-1).mean(-1) / num_heads  # [tasks, tasks]
-        labels = task_labels(model.config, component)
-        rows = [{"task": labels[a], "cells": [f"{v:.2f}" for v in shared[a].tolist()]} for a in range(tasks)]
-        tables.append({"component": component, "tasks": labels, "rows": rows})
+    for component, result in analyze_model(model).items():
+        rows = [{"task": task, "cells": [f"{v:.2f}" for v in result.sharing[i]]} for i, task in enumerate(result.tasks)]
+        tables.append({"component": component, "tasks": result.tasks, "rows": rows})
     return tables
 
 

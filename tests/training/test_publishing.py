@@ -33,12 +33,19 @@ def test_training_writes_the_card_and_pushes_once_at_the_end(text_corpus, tmp_pa
     assert ("en-de", eval_results["eval_bleu_en-de"]) in scores
     assert "hf-headsel" in card.data.tags and "me/mt-tiny" in card.text
     assert str(text_corpus / "train.jsonl") not in card.text and "train.jsonl" in card.text
+    # the analysis of the trained model sits beside it, and the card shows the head-sharing heatmap
+    analysis = json.loads((out / "analysis.json").read_text())
+    assert set(analysis["components"]) == {"encoder_self", "decoder_self"}
+    assert analysis["stability"]["log"].endswith("head_selection_log.jsonl")
+    assert "head_sharing_encoder_self.png" in card.text
+    assert (out / "head_sharing_encoder_self.png").read_bytes().startswith(b"\x89PNG")
 
     assert hub.errors == [] and len(hub.commits) == 1  # once, at the end: the Trainer itself never pushed
     files = hub.commits[0]["files"]
     assert files["README.md"] == (out / "README.md").read_bytes()
     assert files["model.safetensors"] == (out / "model.safetensors").read_bytes()
-    assert {"head_selection.py", "modeling_headsel_marian.py", "tokenizer_config.json", "source.spm"} <= set(files)
+    assert {"head_selection.py", "modeling_headsel_marian.py", "tokenizer_config.json", "source.spm",
+            "analysis.json", "head_sharing_decoder_self.png", "head_load_encoder_self.png"} <= set(files)
     assert not [name for name in files if name.startswith("checkpoint-")]
     assert result.trainer.args.push_to_hub is False
 

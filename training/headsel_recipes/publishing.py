@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
+from hf_headsel.analysis import SELECTION_LOG_NAME, write_analysis
 from hf_headsel.head_selection import HeadSelectionModelMixin
 from hf_headsel.hub import push_to_hub, write_model_card
 
@@ -39,8 +40,18 @@ def dataset_label(data_args) -> str | None:
     return ", ".join(names) or None
 
 
+def analysis_heatmap(model, output_dir: Path) -> Path | None:
+    """Write the analysis of the trained model (head-sharing and head-load heatmaps per component, `analysis.json`,
+    the selection-stability plot from the training log) into `output_dir`; the first sharing heatmap, for the card."""
+    log = output_dir / SELECTION_LOG_NAME
+    result = write_analysis(model, output_dir, selection_log=log if log.is_file() else None)
+    sharing = [name for name in result["figures"] if name.startswith("head_sharing_")]
+    return output_dir / sharing[0] if sharing else None
+
+
 def publish(trainer, metrics: dict, model_args, data_args, training_args, push: bool, heatmap_path=None) -> Path:
-    """Write the card of the saved model in `output_dir` (main process only) and upload the folder when `push`.
+    """Write the analysis and the card of the saved model in `output_dir` (main process only) and upload the
+    folder when `push`.
 
     A stock model (`--shared_baseline`) gets the Trainer's standard card: the head-selection card describes tasks
     and selections it does not have.
@@ -51,6 +62,7 @@ def publish(trainer, metrics: dict, model_args, data_args, training_args, push: 
     model = trainer.accelerator.unwrap_model(trainer.model)
     repo_id = training_args.hub_model_id or output_dir.name
     if isinstance(model, HeadSelectionModelMixin):
+        heatmap_path = heatmap_path or analysis_heatmap(model, output_dir)
         card = write_model_card(
             output_dir, model, {k: v for k, v in metrics.items() if k != "train"}, repo_id=repo_id,
             dataset_name=dataset_label(data_args), dataset_id=data_args.dataset_name,

@@ -1,0 +1,525 @@
+# Copyright 2026 The hf-headsel authors. Licensed under the Apache License, Version 2.0.
+"""What a head-selection model learned: head sharing between tasks, head load, and selection stability.
+
+* [`analyze_model`]: per selecting component, the head-sharing matrix between tasks (Gong et al., 2021, Figure 3:
+  for tasks `i` and `j`, the fraction of their `H` selected heads they share, averaged over layers) and the load of
+  every candidate head per layer (Figure 4: how many tasks select it), as arrays.
+* [`plot_head_sharing`] / [`plot_head_load`]: matplotlib heatmaps of both (PNG), one figure per component.
+* [`read_selection_log`] / [`selection_stability`] / [`plot_selection_stability`]: selection stability over training,
+  from the `head_selection_log.jsonl` that the training recipes' Trainer appends to at every logging step.
+* [`write_analysis`] and the command line, which write all of it into a folder:
+
+      python -m hf_headsel.analysis MODEL_DIR --output_dir DIR [--selection_log PATH]
+
+  writes `head_sharing_<component>.png`, `head_load_<component>.png`, `analysis.json` and, when a selection log
+  exists (by default `MODEL_DIR/head_selection_log.jsonl`), `selection_stability.png`.
+
+The arrays are computed with torch and returned as numpy arrays; matplotlib is imported only by the plotting
+functions, so the core package does not need it (it is in the `train` extra).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import torch
+from tqdm.auto import tqdm
+
+from .head_selection import COMPONENTS, HeadSelectionModelMixin
+
+if TYPE_CHECKING:
+    import numpy as np
+    from matplotlib.figure import Figure
+
+logger = logging.getLogger(__name__)
+
+SELECTION_LOG_NAME = "head_selection_log.jsonl"
+ANALYSIS_NAME = "analysis.json"
+STABILITY_PLOT_NAME = "selection_stability.png"
+COMPONENT_TITLES = {
+    "encoder_self": "encoder self-attention",
+    "decoder_self": "decoder self-attention",
+    "decoder_cross": "decoder cross-attention",
+}
+# Heatmap cells are annotated with their values up to this many rows / columns (beyond, the text is unreadable).
+MAX_ANNOTATED = 24
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# Head sharing and load of a model
+# --------------------------------------------------------------------------------------------------------------------
+
+
+def task_labels(config, component: str) -> list[str]:
+    """The names of the rows of `phi` of a component: task names, or `src→tgt` for a cross-attention keyed by the
+    (encoder, decoder) pair."""
+    sides = config.component_sides(component)
+    if len(sides) == 1:
+        return list(config.tasks(sides[0]))
+    return [f"{e}→{d}" for e in config.encoder_tasks for d in config.decoder_tasks]
+
+
+def selection_mask(selected: torch.Tensor, total_heads: int) -> torch.Tensor:
+    """`[tasks, layers, H']` 0/1 floats from the selected candidates `[tasks, layers, H]`."""
+    if selected.dim() != 3:
+        raise ValueError(f"selected heads must have shape [tasks, layers, H], got {tuple(selected.shape)}")
+    if selected.numel() and (selected.min() < 0 or selected.max() >= total_heads):
+        raise ValueError(f"selected heads must be candidate indices in [0, {total_heads}), got "
+                         f"{selected.min().item()}..{selected.max().item()}")
+    mask = torch.zeros(*selected.shape[:2], total_heads)
+    return mask.scatter_(-1, selected.long().cpu(), 1.0)
+
+
+def head_sharing_matrix(selected: torch.Tensor, total_heads: int) -> np.ndarray:
+    """The paper's Figure 3: `[tasks, tasks]`, entry `(i, j)` = |heads of i ∩ heads of j| / H, averaged over layers.
+
+    The diagonal is 1; two tasks that select the same heads in every layer share 1.0, disjoint ones 0.0.
+    """
+    heads = selected.shape[-1]
+    mask = selection_mask(selected, total_heads)
+    shared = torch.einsum("ilh,jlh->ijl", mask, mask)  # heads shared per layer
+    return (shared.mean(dim=-1) / heads).numpy()
+
+
+def head_load(selected: torch.Tensor, total_heads: int) -> np.ndarray:
+    """The paper's Figure 4: `[layers, H']`, how many tasks select each candidate head of each layer."""
+    return selection_mask(selected, total_heads).sum(dim=0).round().long().numpy()
+
+
+@dataclass
+class ComponentAnalysis:
+    """Head sharing and load of one selecting component.
+
+    Attributes:
+        component: `encoder_self`, `decoder_self` or `decoder_cross`.
+        tasks: the task names (rows of `phi`).
+        heads / total_heads: `H` and `H'`.
+        selected: `[tasks, layers, H]` candidate indices, slot by slot (`model.selected_heads()[component]`).
+        sharing: `[tasks, tasks]`, see [`head_sharing_matrix`].
+        load: `[layers, H']`, see [`head_load`].
+    """
+
+    component: str
+    tasks: list[str]
+    heads: int
+    total_heads: int
+    selected: np.ndarray
+    sharing: np.ndarray
+    load: np.ndarray
+
+    def summary(self) -> dict[str, Any]:
+        """Scalars worth a glance: mean sharing between distinct tasks, unused and most loaded heads."""
+        tasks = len(self.tasks)
+        off_diagonal = self.sharing.sum() - self.sharing.trace()
+        return {
+            "mean_sharing_between_tasks": round(float(off_diagonal / (tasks * (tasks - 1))), 4) if tasks > 1 else None,
+            "unused_heads": int((self.load == 0).sum()),
+            "unused_heads_per_layer": (self.load == 0).sum(axis=1).tolist(),
+            "max_load": int(self.load.max()),
+        }
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict of every array, task names included."""
+        return {
+            "component": self.component,
+            "tasks": self.tasks,
+            "heads": self.heads,
+            "total_heads": self.total_heads,
+            "selected_heads": {task: self.selected[t].tolist() for t, task in enumerate(self.tasks)},
+            "sharing": [[round(float(v), 6) for v in row] for row in self.sharing],
+            "load": self.load.tolist(),
+            "summary": self.summary(),
+        }
+
+
+def load_headsel_model(model_or_path, **from_pretrained_kwargs) -> HeadSelectionModelMixin:
+    """A head-selection model object as given, or loaded from a saved folder (on CPU) through the Auto class
+    registered for its `model_type`; `ValueError` for anything else."""
+    if isinstance(model_or_path, HeadSelectionModelMixin):
+        return model_or_path
+    if isinstance(model_or_path, torch.nn.Module):
+        raise ValueError(f"{type(model_or_path).__name__} is not a head-selection model: it has no selected_heads()")
+    from transformers import AutoConfig, AutoModelForSeq2SeqLM, AutoModelForSpeechSeq2Seq
+
+    from .configuration_headsel_marian import HeadSelMarianConfig
+
+    config = AutoConfig.from_pretrained(model_or_path)
+    if not hasattr(config, "head_selection_components"):
+        raise ValueError(f"{str(model_or_path)!r} holds a {config.model_type!r} model, not a head-selection model "
+                         f"(headsel_marian or headsel_speech_to_text)")
+    auto = AutoModelForSeq2SeqLM if isinstance(config, HeadSelMarianConfig) else AutoModelForSpeechSeq2Seq
+    return auto.from_pretrained(model_or_path, **from_pretrained_kwargs).eval()
+
+
+def analyze_model(model_or_path) -> dict[str, ComponentAnalysis]:
+    """Head sharing and load of every selecting component of a model (object or saved folder), keyed by component.
+
+    A model that selects in no component gives an empty dict.
+    """
+    model = load_headsel_model(model_or_path)
+    analyses = {}
+    for component, selected in model.selected_heads().items():
+        selector = model.head_selection[component]
+        selected = selected.cpu()
+        analyses[component] = ComponentAnalysis(
+            component=component,
+            tasks=task_labels(model.config, component),
+            heads=selector.heads,
+            total_heads=selector.total_heads,
+            selected=selected.numpy(),
+            sharing=head_sharing_matrix(selected, selector.total_heads),
+            load=head_load(selected, selector.total_heads),
+        )
+    return analyses
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# Heatmaps
+# --------------------------------------------------------------------------------------------------------------------
+
+
+def _heatmap(ax, values, *, vmin: float, vmax: float, fmt: str, cmap: str):
+    """`imshow` of a 2-D array with its values written in the cells (when there are few enough)."""
+    image = ax.imshow(values, vmin=vmin, vmax=vmax, cmap=cmap, aspect="auto")
+    rows, cols = values.shape
+    if rows <= MAX_ANNOTATED and cols <= MAX_ANNOTATED:
+        middle = (vmin + vmax) / 2
+        for r in range(rows):
+            for c in range(cols):
+                color = "white" if values[r, c] < middle else "black"
+                ax.text(c, r, format(values[r, c], fmt), ha="center", va="center", fontsize=8, color=color)
+    return image
+
+
+def _save(figure: Figure, path: str | Path) -> Path:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    figure.savefig(path, dpi=120)
+    return path
+
+
+def head_sharing_figure(analysis: ComponentAnalysis) -> Figure:
+    """The sharing matrix of one component as a heatmap, task names on both axes."""
+    from matplotlib.figure import Figure  # pyplot-free: no global backend state is touched
+
+    tasks = len(analysis.tasks)
+    size = min(3.0 + 0.45 * tasks, 16.0)
+    figure = Figure(figsize=(size + 1.2, size), layout="constrained")
+    ax = figure.add_subplot()
+    image = _heatmap(ax, analysis.sharing, vmin=0.0, vmax=1.0, fmt=".2f", cmap="viridis")
+    ax.set_xticks(range(tasks), analysis.tasks, rotation=90 if tasks > 8 else 0)
+    ax.set_yticks(range(tasks), analysis.tasks)
+    ax.set_xlabel("task")
+    ax.set_ylabel("task")
+    ax.set_title(f"Head sharing, {COMPONENT_TITLES[analysis.component]}\n"
+                 f"(fraction of the H={analysis.heads} heads shared, mean over layers)", fontsize=10)
+    figure.colorbar(image, ax=ax, shrink=0.8)
+    return figure
+
+
+def head_load_figure(analysis: ComponentAnalysis) -> Figure:
+    """The load of every candidate head of one component as a heatmap: layers x candidate heads."""
+    from matplotlib.figure import Figure
+
+    layers, total = analysis.load.shape
+    figure = Figure(figsize=(min(3.0 + 0.5 * total, 18.0), min(2.0 + 0.45 * layers, 14.0)), layout="constrained")
+    ax = figure.add_subplot()
+    image = _heatmap(ax, analysis.load, vmin=0, vmax=len(analysis.tasks), fmt="d", cmap="magma")
+    ax.set_xticks(range(total))
+    ax.set_yticks(range(layers))
+    ax.set_xlabel(f"candidate head (H'={total})")
+    ax.set_ylabel("layer")
+    ax.set_title(f"Head load, {COMPONENT_TITLES[analysis.component]}\n"
+                 f"(tasks selecting each head, of {len(analysis.tasks)}: {', '.join(analysis.tasks)})", fontsize=10,
+                 wrap=True)
+    figure.colorbar(image, ax=ax, shrink=0.8, label="tasks")
+    return figure
+
+
+def plot_head_sharing(analysis: ComponentAnalysis, path: str | Path) -> Path:
+    """Write the head-sharing heatmap of one component as a PNG; returns the path."""
+    return _save(head_sharing_figure(analysis), path)
+
+
+def plot_head_load(analysis: ComponentAnalysis, path: str | Path) -> Path:
+    """Write the head-load heatmap of one component as a PNG; returns the path."""
+    return _save(head_load_figure(analysis), path)
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# Selection stability over training
+# --------------------------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class SelectionSnapshot:
+    """The deterministic selection at one training step: `{component: {task: [[head, ...] per layer]}}`."""
+
+    step: int
+    selections: dict[str, dict[str, list[list[int]]]]
+
+
+@dataclass
+class SelectionLog:
+    """The usable snapshots of a selection log, in step order, and what was left out (reason -> line count).
+
+    `superseded` counts snapshots dropped because a resumed run logged the same or an earlier step again: the
+    resumed run's snapshots replace those of the interrupted one from that step on.
+    """
+
+    snapshots: list[SelectionSnapshot]
+    skipped: Counter = field(default_factory=Counter)
+    superseded: int = 0
+
+
+def selection_snapshot(model, step: int) -> dict[str, Any]:
+    """The JSON record of a model's current selection at `step` (one line of the selection log)."""
+    selections = {}
+    for component, selected in model.selected_heads().items():
+        labels = task_labels(model.config, component)
+        selections[component] = {task: selected[t].tolist() for t, task in enumerate(labels)}
+    return {"step": int(step), "selections": selections}
+
+
+def _snapshot_shape(selections) -> dict[str, dict[str, tuple[int, int]]] | None:
+    """`{component: {task: (layers, H)}}` of a record's selections, or None when they are malformed."""
+    if not isinstance(selections, dict) or not selections:
+        return None
+    shape = {}
+    for component, tasks in selections.items():
+        if component not in COMPONENTS or not isinstance(tasks, dict) or not tasks:
+            return None
+        shape[component] = {}
+        for task, layers in tasks.items():
+            if not isinstance(layers, list) or not layers or not all(isinstance(row, list) for row in layers):
+                return None
+            widths = {len(row) for row in layers}
+            if len(widths) != 1 or not all(isinstance(h, int) and h >= 0 for row in layers for h in row):
+                return None
+            shape[component][task] = (len(layers), widths.pop())
+    return shape
+
+
+def read_selection_log(path: str | Path) -> SelectionLog:
+    """Read a `head_selection_log.jsonl`; bad lines are skipped and counted by reason (and logged), never fatal.
+
+    Reasons: `invalid json`, `missing step or selections`, `malformed selections`, and `different tasks or shape`
+    (a record whose components, tasks or `[layers, H]` differ from the first usable record's).
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise ValueError(f"selection log {str(path)!r} does not exist")
+    log = SelectionLog(snapshots=[])
+    reference_shape = None
+    with path.open(encoding="utf-8") as lines:
+        for line in tqdm(lines, desc="reading selection log", unit=" lines", leave=False, disable=None):
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError:
+                log.skipped["invalid json"] += 1
+                continue
+            step = record.get("step") if isinstance(record, dict) else None
+            if not isinstance(step, int) or isinstance(step, bool) or "selections" not in record:
+                log.skipped["missing step or selections"] += 1
+                continue
+            shape = _snapshot_shape(record["selections"])
+            if shape is None:
+                log.skipped["malformed selections"] += 1
+                continue
+            reference_shape = reference_shape or shape
+            if shape != reference_shape:
+                log.skipped["different tasks or shape"] += 1
+                continue
+            _append_snapshot(log, SelectionSnapshot(step, record["selections"]))
+    if log.skipped or log.superseded:
+        logger.warning("%s: skipped %s; %d snapshots superseded by a resumed run", path, dict(log.skipped),
+                       log.superseded)
+    return log
+
+
+def _append_snapshot(log: SelectionLog, snapshot: SelectionSnapshot) -> None:
+    """Append, first dropping the snapshots at or after its step (a run resumed from an earlier checkpoint)."""
+    kept = [s for s in log.snapshots if s.step < snapshot.step]
+    log.superseded += len(log.snapshots) - len(kept)
+    log.snapshots = [*kept, snapshot]
+
+
+def _changed_choices(before: list[list[int]], after: list[list[int]]) -> int:
+    """How many (layer, slot) choices differ: the count the Trainer logs as `head_selection_changes`."""
+    return sum(a != b for row_a, row_b in zip(before, after) for a, b in zip(row_a, row_b))
+
+
+def selection_stability(snapshots: Sequence[SelectionSnapshot]) -> dict[str, Any]:
+    """Per-step change counts and when every task's selection stopped changing.
+
+    Returns a JSON-ready dict:
+
+    * `steps`: the logged steps;
+    * `changes`: one entry per step after the first: `{"step", "total", "components": {c: n},
+      "tasks": {c: {task: n}}}`, `n` being the (layer, slot) choices that differ from the previous snapshot;
+    * `stable_since`: `{component: {task: step}}`, the step from which the task's selection never changed again
+      (the step of its last change; the first logged step when it never changed);
+    * `stable_for_steps`: `{component: {task: last step - stable_since}}`, how long that has held.
+    """
+    if not snapshots:
+        raise ValueError("selection_stability needs at least one snapshot; the log has none")
+    first, last = snapshots[0], snapshots[-1]
+    stable_since = {c: {task: first.step for task in tasks} for c, tasks in first.selections.items()}
+    changes = []
+    for before, after in zip(snapshots, snapshots[1:]):
+        per_task = {
+            c: {task: _changed_choices(before.selections[c][task], after.selections[c][task]) for task in tasks}
+            for c, tasks in after.selections.items()
+        }
+        for c, tasks in per_task.items():
+            for task, count in tasks.items():
+                if count:
+                    stable_since[c][task] = after.step
+        totals = {c: sum(tasks.values()) for c, tasks in per_task.items()}
+        changes.append({"step": after.step, "total": sum(totals.values()), "components": totals, "tasks": per_task})
+    return {
+        "steps": [s.step for s in snapshots],
+        "changes": changes,
+        "stable_since": stable_since,
+        "stable_for_steps": {c: {t: last.step - s for t, s in tasks.items()} for c, tasks in stable_since.items()},
+    }
+
+
+def selection_stability_figure(stability: dict[str, Any]) -> Figure:
+    """Two panels: changed choices per logging step (one line per component), and per task (a heatmap)."""
+    from matplotlib.figure import Figure
+
+    changes = stability["changes"]
+    steps = [entry["step"] for entry in changes]
+    rows = [(c, task) for c, tasks in stability["stable_since"].items() for task in tasks]
+    figure = Figure(figsize=(9.0, 3.0 + 0.3 * len(rows)), layout="constrained")
+    top, bottom = figure.subplots(2, 1, height_ratios=[1.0, max(1.0, 0.12 * len(rows))])
+    for component in stability["stable_since"]:
+        top.plot(steps, [entry["components"][component] for entry in changes], marker="o", markersize=3,
+                 label=COMPONENT_TITLES[component])
+    top.set_ylabel("changed choices")
+    top.set_title("Head-selection changes since the previous logging step", fontsize=10)
+    top.legend(fontsize=8)
+    grid = [[entry["tasks"][c][task] for entry in changes] for c, task in rows]
+    image = bottom.imshow(grid, aspect="auto", cmap="Greys", interpolation="nearest",
+                          extent=(-0.5, len(steps) - 0.5, len(rows) - 0.5, -0.5))
+    bottom.set_yticks(range(len(rows)), [f"{c}: {task}" for c, task in rows], fontsize=7)
+    ticks = range(0, len(steps), max(1, len(steps) // 10))
+    bottom.set_xticks(list(ticks), [str(steps[i]) for i in ticks])
+    bottom.set_xlabel("step")
+    figure.colorbar(image, ax=bottom, label="changed choices")
+    return figure
+
+
+def plot_selection_stability(stability: dict[str, Any], path: str | Path) -> Path:
+    """Write the selection-stability plot as a PNG; returns the path. Needs at least two logged steps."""
+    if not stability["changes"]:
+        raise ValueError("a stability plot needs at least two logged steps; the log has one")
+    return _save(selection_stability_figure(stability), path)
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# Everything into a folder, and the command line
+# --------------------------------------------------------------------------------------------------------------------
+
+
+def write_analysis(model_or_path, output_dir: str | Path, selection_log: str | Path | None = None,
+                   components: Iterable[str] | None = None) -> dict[str, Any]:
+    """Write the heatmaps of every selecting component (or of `components`), the stability plot when a selection
+    log is given or found next to a saved model, and `analysis.json` (returned) into `output_dir`."""
+    output_dir = Path(output_dir)
+    output_dir.mkdir(parents=True, exist_ok=True)
+    analyses = analyze_model(model_or_path)
+    components = list(analyses) if components is None else list(components)
+    unknown = set(components) - set(analyses)
+    if unknown:
+        raise ValueError(f"components {sorted(unknown)} select no heads in this model; it selects in {list(analyses)}")
+    wanted = [c for c in analyses if c in components]
+    figures = []
+    for component in tqdm(wanted, desc="heatmaps", unit=" component"):
+        figures.append(plot_head_sharing(analyses[component], output_dir / f"head_sharing_{component}.png").name)
+        figures.append(plot_head_load(analyses[component], output_dir / f"head_load_{component}.png").name)
+    result = {"model": str(model_or_path) if isinstance(model_or_path, (str, Path)) else type(model_or_path).__name__,
+              "components": {c: analyses[c].to_dict() for c in wanted}, "stability": None, "figures": figures}
+    if selection_log is None and isinstance(model_or_path, (str, Path)):
+        found = Path(model_or_path) / SELECTION_LOG_NAME
+        selection_log = found if found.is_file() else None
+    if selection_log is not None:
+        result["stability"] = _stability_section(Path(selection_log), output_dir, figures)
+    (output_dir / ANALYSIS_NAME).write_text(json.dumps(result, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    return result
+
+
+def _stability_section(path: Path, output_dir: Path, figures: list[str]) -> dict[str, Any]:
+    log = read_selection_log(path)
+    section = {"log": str(path), "skipped_lines": dict(log.skipped), "superseded_snapshots": log.superseded}
+    if not log.snapshots:
+        logger.warning("%s has no usable snapshot: no stability analysis", path)
+        return section
+    section.update(selection_stability(log.snapshots))
+    if section["changes"]:
+        figures.append(plot_selection_stability(section, output_dir / STABILITY_PLOT_NAME).name)
+    return section
+
+
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="python -m hf_headsel.analysis",
+        description="Head sharing, head load and selection stability of a saved head-selection model.",
+    )
+    parser.add_argument("model_dir", help="a saved head-selection model folder")
+    parser.add_argument("--output_dir", required=True, help="where the PNGs and analysis.json go")
+    parser.add_argument("--selection_log", default=None,
+                        help=f"a selection log (default: MODEL_DIR/{SELECTION_LOG_NAME} when it exists)")
+    parser.add_argument("--components", nargs="+", choices=COMPONENTS, default=None,
+                        help="analyse only these components (default: every selecting one)")
+    return parser.parse_args(argv)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    result = write_analysis(args.model_dir, args.output_dir, args.selection_log, args.components)
+    for component, entry in result["components"].items():
+        summary = entry["summary"]
+        print(f"{component}: mean sharing between tasks {summary['mean_sharing_between_tasks']}, "
+              f"unused heads {summary['unused_heads']}, max load {summary['max_load']} of {len(entry['tasks'])}")
+    if result["stability"] and "stable_since" in result["stability"]:
+        print(f"selection stable since: {json.dumps(result['stability']['stable_since'], ensure_ascii=False)}")
+    print(f"wrote {', '.join([*result['figures'], ANALYSIS_NAME])} to {args.output_dir}")
+    return 0
+
+
+__all__ = [
+    "ComponentAnalysis",
+    "SelectionLog",
+    "SelectionSnapshot",
+    "analyze_model",
+    "head_load",
+    "head_load_figure",
+    "head_sharing_figure",
+    "head_sharing_matrix",
+    "load_headsel_model",
+    "plot_head_load",
+    "plot_head_sharing",
+    "plot_selection_stability",
+    "read_selection_log",
+    "selection_snapshot",
+    "selection_stability",
+    "selection_stability_figure",
+    "task_labels",
+    "write_analysis",
+]
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

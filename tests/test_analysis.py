@@ -1,0 +1,199 @@
+# Copyright 2026 The hf-headsel authors. Licensed under the Apache License, Version 2.0.
+"""Analysis tools: head sharing and load from hand-set selector logits, heatmaps, and selection stability from
+hand-written logs."""
+
+from __future__ import annotations
+
+import itertools
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from hf_headsel import analysis
+from hf_headsel.analysis import (
+    SelectionSnapshot,
+    analyze_model,
+    head_load,
+    head_sharing_matrix,
+    read_selection_log,
+    selection_stability,
+    write_analysis,
+)
+
+from conftest import HEADS, LAYERS, randomize_selector_logits
+
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+# Encoder tasks en, de; group strategy, H = 4, H' = 8: group g holds candidates {g, g + 4}.
+# layer 0: en takes 0 1 2 3, de takes 0 1 6 7 (2 of 4 shared); layer 1: both take 4 1 2 7 (4 of 4 shared).
+ENCODER_CHOICE = {
+    0: [[0, 1, 2, 3], [4, 1, 2, 7]],
+    1: [[0, 1, 6, 7], [4, 1, 2, 7]],
+}
+
+
+def set_choice(model, component: str, choice: dict[int, list[list[int]]]) -> None:
+    """Set `phi` so that task t selects `choice[t][layer]` (logit 1 for the chosen candidates, 0 elsewhere)."""
+    logits = model.head_selection[component].logits
+    with torch.no_grad():
+        logits.zero_()
+        for task, layers in choice.items():
+            for layer, heads in enumerate(layers):
+                logits[task, layer, heads] = 1.0
+
+
+def test_sharing_and_load_of_hand_set_logits(marian):
+    model = marian.model(head_selection_components=["encoder_self"], total_encoder_attention_heads=2 * HEADS)
+    set_choice(model, "encoder_self", ENCODER_CHOICE)
+    result = analyze_model(model)["encoder_self"]
+
+    assert result.tasks == ["en", "de"]
+    assert result.selected.tolist() == [ENCODER_CHOICE[0], ENCODER_CHOICE[1]]
+    np.testing.assert_allclose(result.sharing, [[1.0, 0.75], [0.75, 1.0]])  # (2/4 + 4/4) / 2
+    assert result.load.tolist() == [
+        [2, 2, 1, 1, 0, 0, 1, 1],  # layer 0
+        [0, 2, 2, 0, 2, 0, 0, 2],  # layer 1
+    ]
+    summary = result.summary()
+    assert summary["mean_sharing_between_tasks"] == pytest.approx(0.75)
+    assert summary["unused_heads_per_layer"] == [2, 4] and summary["unused_heads"] == 6
+    assert summary["max_load"] == 2
+
+
+def test_sharing_matches_set_intersections_for_subset_strategy(marian):
+    """Subset strategy, random logits, 3 decoder tasks: every entry equals the set arithmetic done by hand."""
+    model = marian.model(head_selection_strategy="subset", head_selection_components=["decoder_self"],
+                         total_decoder_attention_heads=7)
+    randomize_selector_logits(model)
+    selected = model.selected_heads()["decoder_self"]
+    sharing = head_sharing_matrix(selected, 7)
+    for i, j in itertools.product(range(3), repeat=2):
+        expected = np.mean([len(set(selected[i, l].tolist()) & set(selected[j, l].tolist())) / HEADS
+                            for l in range(LAYERS)])
+        assert sharing[i, j] == pytest.approx(expected)
+    load = head_load(selected, 7)
+    assert load.shape == (LAYERS, 7) and (load.sum(axis=1) == 3 * HEADS).all()
+
+
+def test_pair_keyed_cross_attention_labels(marian):
+    model = marian.model(head_selection_strategy="group", head_selection_components=["decoder_cross"],
+                         cross_attention_task_key="pair")
+    result = analyze_model(model)["decoder_cross"]
+    assert result.tasks == [f"{e}→{d}" for e in ["en", "de"] for d in ["de", "fr", "it"]]
+    assert result.sharing.shape == (6, 6)
+    np.testing.assert_allclose(np.diag(result.sharing), 1.0)
+
+
+def test_analysis_rejects_what_it_cannot_read(marian, tmp_path):
+    with pytest.raises(ValueError, match="not a head-selection model"):
+        analyze_model(marian.stock_model())
+    marian.stock_model().save_pretrained(tmp_path / "stock")
+    with pytest.raises(ValueError, match="not a head-selection model"):
+        analyze_model(tmp_path / "stock")
+    with pytest.raises(ValueError, match=r"candidate indices in \[0, 4\)"):
+        head_load(torch.tensor([[[0, 5]]]), 4)
+
+
+def test_write_analysis_from_saved_folder_writes_pngs_and_json(family, tmp_path):
+    model = family.model(head_selection_components=["encoder_self", "decoder_cross"])
+    randomize_selector_logits(model)
+    model.save_pretrained(tmp_path / "model")
+    result = write_analysis(tmp_path / "model", tmp_path / "out")
+
+    expected = {f"head_{kind}_{c}.png" for kind in ("sharing", "load") for c in ("encoder_self", "decoder_cross")}
+    assert set(result["figures"]) == expected
+    for name in expected:
+        data = (tmp_path / "out" / name).read_bytes()
+        assert data.startswith(PNG_MAGIC) and len(data) > 1000
+    saved = json.loads((tmp_path / "out/analysis.json").read_text())
+    assert saved["stability"] is None  # no log in the folder
+    with pytest.raises(ValueError, match=r"\['decoder_self'\] select no heads"):
+        write_analysis(model, tmp_path / "other", components=["decoder_self"])
+    direct = analyze_model(model)
+    for component in ("encoder_self", "decoder_cross"):
+        np.testing.assert_allclose(saved["components"][component]["sharing"], direct[component].sharing, atol=1e-6)
+        assert saved["components"][component]["load"] == direct[component].load.tolist()
+        de = direct[component].tasks.index("de")
+        assert saved["components"][component]["selected_heads"]["de"] == direct[component].selected[de].tolist()
+
+
+# ---- selection stability ------------------------------------------------------------------------------------------
+
+
+def snapshot_line(step: int, en: list[list[int]], de: list[list[int]]) -> str:
+    return json.dumps({"step": step, "selections": {"encoder_self": {"en": en, "de": de}}})
+
+
+A, B, C = [[0, 1], [2, 3]], [[0, 1], [2, 7]], [[4, 5], [2, 7]]
+
+
+def write_log(path, lines: list[str]) -> None:
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+
+def test_stability_from_hand_written_log(tmp_path):
+    log_path = tmp_path / "head_selection_log.jsonl"
+    write_log(log_path, [
+        snapshot_line(0, A, A),
+        snapshot_line(10, B, A),  # en: 1 change
+        snapshot_line(20, B, C),  # de: 3 changes
+        snapshot_line(30, B, C),  # none
+        snapshot_line(40, B, C),
+    ])
+    log = read_selection_log(log_path)
+    assert [s.step for s in log.snapshots] == [0, 10, 20, 30, 40] and not log.skipped
+    stability = selection_stability(log.snapshots)
+    assert [c["step"] for c in stability["changes"]] == [10, 20, 30, 40]
+    assert [c["total"] for c in stability["changes"]] == [1, 3, 0, 0]
+    assert [c["tasks"]["encoder_self"]["de"] for c in stability["changes"]] == [0, 3, 0, 0]
+    assert stability["stable_since"] == {"encoder_self": {"en": 10, "de": 20}}
+    assert stability["stable_for_steps"] == {"encoder_self": {"en": 30, "de": 20}}
+
+
+def test_stability_of_a_task_that_never_changes_is_the_first_step():
+    snapshots = [SelectionSnapshot(5, {"encoder_self": {"en": A}}), SelectionSnapshot(9, {"encoder_self": {"en": A}})]
+    assert selection_stability(snapshots)["stable_since"] == {"encoder_self": {"en": 5}}
+    with pytest.raises(ValueError, match="at least one snapshot"):
+        selection_stability([])
+
+
+def test_bad_log_lines_are_skipped_and_counted_and_resume_supersedes(tmp_path):
+    log_path = tmp_path / "log.jsonl"
+    write_log(log_path, [
+        snapshot_line(0, A, A),
+        "{not json",
+        json.dumps({"selections": {}}),  # no step
+        json.dumps({"step": 3, "selections": {"encoder_self": {"en": [[0, 1], [2]], "de": A}}}),  # ragged
+        json.dumps({"step": 4, "selections": {"encoder_self": {"en": A}}}),  # a task missing
+        snapshot_line(10, B, A),
+        snapshot_line(20, C, A),
+        snapshot_line(10, A, A),  # resumed from the step-10 checkpoint: replaces steps 10 and 20
+        snapshot_line(20, A, B),
+    ])
+    log = read_selection_log(log_path)
+    assert dict(log.skipped) == {"invalid json": 1, "missing step or selections": 1, "malformed selections": 1,
+                                 "different tasks or shape": 1}
+    assert log.superseded == 2
+    assert [s.step for s in log.snapshots] == [0, 10, 20]
+    assert selection_stability(log.snapshots)["stable_since"] == {"encoder_self": {"en": 0, "de": 20}}
+    with pytest.raises(ValueError, match="does not exist"):
+        read_selection_log(tmp_path / "missing.jsonl")
+
+
+def test_cli_writes_stability_plot_from_the_log_next_to_the_model(marian, tmp_path, capsys):
+    model = marian.model(head_selection_components=["encoder_self"])
+    set_choice(model, "encoder_self", ENCODER_CHOICE)
+    model.save_pretrained(tmp_path / "model")
+    write_log(tmp_path / "model" / analysis.SELECTION_LOG_NAME,
+              [snapshot_line(0, A, A), snapshot_line(10, B, A), snapshot_line(20, B, A)])
+
+    assert analysis.main([str(tmp_path / "model"), "--output_dir", str(tmp_path / "out")]) == 0
+
+    stability_png = (tmp_path / "out" / analysis.STABILITY_PLOT_NAME).read_bytes()
+    assert stability_png.startswith(PNG_MAGIC)
+    saved = json.loads((tmp_path / "out/analysis.json").read_text())
+    assert saved["stability"]["stable_since"] == {"encoder_self": {"en": 10, "de": 0}}
+    assert saved["components"]["encoder_self"]["summary"]["mean_sharing_between_tasks"] == pytest.approx(0.75)
+    assert "selection stable since" in capsys.readouterr().out

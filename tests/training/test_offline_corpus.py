@@ -1,0 +1,434 @@
+# Copyright 2026 The hf-headsel authors. Licensed under the Apache License, Version 2.0.
+"""Tests of the offline corpus builder (`training/offline_corpus`) on tiny catalogs and wheels made here.
+
+Speech tests need Debian's `espeak-ng` and `sox` (`apt-get install -y espeak-ng sox`) and skip without them.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import zipfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+import soundfile
+
+from headsel_recipes.arguments import DataArguments, RecipeTask
+from headsel_recipes.data import load_splits
+from offline_corpus import CleaningRules, CorpusConfig, PackageSource, SkipCounter, SplitRules, build_corpus
+from offline_corpus.pairs import Pair, clean_pairs, read_snapshot, read_wheel_entries, write_snapshot
+from offline_corpus.po import CatalogEntry, clean_entry, read_catalog, singular_form_index, strip_markup
+from offline_corpus.sources import download_wheels, iter_catalogs
+from offline_corpus.speech import add_noise, missing_tools
+from offline_corpus.splits import assign_splits, components, crossing_sentences
+
+ASR = RecipeTask("asr", speech=True, target_field="text", metric="wer", same_language=True)
+ST = RecipeTask("st", speech=True, target_field="translation", metric="bleu")
+MT = RecipeTask("mt", speech=False, target_field="target", metric="bleu")
+needs_speech_tools = pytest.mark.skipif(
+    bool(missing_tools()), reason=f"speech synthesis needs {missing_tools()} (apt-get install -y espeak-ng sox)"
+)
+
+PO_HEADER = '''msgid ""
+msgstr ""
+"Content-Type: text/plain; charset=UTF-8\\n"
+"Plural-Forms: {plural}\\n"
+
+'''
+GERMAN_PLURAL = "nplurals=2; plural=(n != 1);"
+ARABIC_PLURAL = ("nplurals=6; plural=n==0 ? 0 : n==1 ? 1 : n==2 ? 2 : n%100>=3 && n%100<=10 ? 3 : "
+                 "n%100>=11 && n%100<=99 ? 4 : 5;")
+GERMAN_PAIRS = [
+    ("Save the page", "Seite speichern"),
+    ("Delete this image", "Dieses Bild löschen"),
+    ("Edit your profile", "Profil bearbeiten"),
+    ("Add a new user", "Einen neuen Benutzer hinzufügen"),
+    ("Change the password", "Das Passwort ändern"),
+    ("Publish the draft", "Den Entwurf veröffentlichen"),
+    ("Show all results", "Alle Ergebnisse anzeigen"),
+    ("Search the documentation", "Die Dokumentation durchsuchen"),
+]
+
+
+def po_text(entries: list[tuple[str, str]], plural: str = GERMAN_PLURAL, extra: str = "") -> str:
+    """A `.po` catalog of simple `(msgid, msgstr)` entries plus raw `extra` text."""
+    body = "".join(f'msgid "{source}"\nmsgstr "{target}"\n\n' for source, target in entries)
+    return PO_HEADER.format(plural=plural) + body + extra
+
+
+def entry(source: str, target: str, lang: str = "de", domain: str = "web") -> CatalogEntry:
+    return CatalogEntry(domain, lang, "catalog.po", "", source, target)
+
+
+def make_wheel(folder: Path, package: str, version: str, catalogs: dict[str, str]) -> Path:
+    """A zip named like a wheel holding `pkg/locale/<code>/LC_MESSAGES/django.po` per locale code, and a licence."""
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{package}-{version}-py3-none-any.whl"
+    with zipfile.ZipFile(path, "w") as archive:
+        for code, text in catalogs.items():
+            archive.writestr(f"{package}/locale/{code}/LC_MESSAGES/django.po", text)
+        archive.writestr(f"{package}-{version}.dist-info/licenses/LICENSE", f"{package} licence text")
+    return path
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# Catalogs
+# --------------------------------------------------------------------------------------------------------------------
+
+
+def test_read_catalog_skips_fuzzy_obsolete_and_untranslated():
+    extra = ('#, fuzzy\nmsgid "A fuzzy entry here"\nmsgstr "Ein unsicherer Eintrag"\n\n'
+             'msgid "Not yet translated"\nmsgstr ""\n\n'
+             '#~ msgid "An old entry"\n#~ msgstr "Ein alter Eintrag"\n\n'
+             'msgctxt "button"\nmsgid "Save the page"\nmsgstr "Seite sichern"\n')
+    skipped = SkipCounter()
+    entries = read_catalog(po_text(GERMAN_PAIRS[:2], extra=extra), "web", "de", "x.po", skipped)
+    assert [(e.source, e.target, e.context) for e in entries] == [
+        *((source, target, "") for source, target in GERMAN_PAIRS[:2]), ("Save the page", "Seite sichern", "button")]
+    assert skipped.by_reason() == {"fuzzy": 1, "obsolete": 1, "untranslated": 1}
+    assert skipped.nested() == {"web": {"de": {"fuzzy": 1, "obsolete": 1, "untranslated": 1}}}
+
+
+@pytest.mark.parametrize("plural, expected", [(GERMAN_PLURAL, 0), (ARABIC_PLURAL, 1), (None, 0),
+                                              ("nplurals=1; plural=0;", 0)])
+def test_singular_form_index(plural, expected):
+    assert singular_form_index(plural) == expected
+
+
+def test_plural_entries_give_the_singular_pair():
+    forms = "".join(f'msgstr[{i}] "form {i} of the files"\n' for i in range(6))
+    extra = f'msgid "Delete one file"\nmsgid_plural "Delete many files"\n{forms}\n'
+    arabic = read_catalog(po_text([], ARABIC_PLURAL, extra), "web", "ar", "x.po", SkipCounter())
+    german = read_catalog(po_text([], GERMAN_PLURAL, extra.replace(forms, forms[:60])), "web", "de", "x.po",
+                          SkipCounter())
+    assert [(e.source, e.target) for e in arabic] == [("Delete one file", "form 1 of the files")]
+    assert [(e.source, e.target) for e in german] == [("Delete one file", "form 0 of the files")]
+
+
+def test_bad_plural_formula_is_a_clear_error():
+    with pytest.raises(ValueError, match="Plural-Forms"):
+        singular_form_index("nplurals=2; plural=n !!! 1;")
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# Cleaning rules
+# --------------------------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("source", ["Delete %(name)s now", "Delete %s now", "Show %d items", "Found {0} pages",
+                                    "Found {count} pages", "Open {} files", "Move %1 files", "Hello ${user} there",
+                                    "Hello {{ user }} there"])
+def test_placeholders_skip_the_pair(source):
+    assert clean_entry(entry(source, "Etwas anderes hier")) == "placeholder"
+    assert clean_entry(entry("Something else here", source)) == "placeholder"
+
+
+@pytest.mark.parametrize("raw, clean", [
+    ("<b>Save</b> the page", "Save the page"),
+    ("First line<br/>second line", "First line second line"),
+    ("Pages &amp; images", "Pages & images"),
+    ("Use the :ref:`search page` now", "Use the search page now"),
+    ("This is **very** *important*", "This is very important"),
+    ("Keep ``literal`` text", "Keep literal text"),
+    ("  Lots   of\n space\u00a0here ", "Lots of space here"),
+    ("100%% done", "100% done"),
+])
+def test_markup_is_stripped(raw, clean):
+    assert strip_markup(raw) == clean
+
+
+@pytest.mark.parametrize("raw, clean", [
+    ("&Open the file", "Open the file"), ("_Save all files", "Save all files"), ("Save &As copy", "Save As copy"),
+    ("Terms & conditions", "Terms & conditions"), ("Fish &chips &amp; peas", "Fish chips & peas"),
+])
+def test_accelerator_keys_are_removed(raw, clean):
+    assert strip_markup(raw) == clean
+
+
+@pytest.mark.parametrize("source, target, lang, reason", [
+    ("See https://example.com now", "Siehe https://example.com jetzt", "de", "url"),
+    ("Mail admin@example.org today", "Schreiben Sie admin@example.org", "de", "url"),
+    ("Set the key=value pairs", "Die key=value Paare setzen", "de", "markup"),
+    ("Run the setup_tools command", "Den setup_tools Befehl starten", "de", "markup"),
+    ("Save", "Speichern", "de", "too_short"),
+    (" ".join(["word"] * 41), "Viele Wörter", "de", "too_long"),
+    ("Save the page", "Save the page!", "de", "copy"),
+    ("Save the page", "Save la page", "ru", "wrong_script"),
+    ("<b></b>", "<i></i>", "de", "empty"),
+])
+def test_cleaning_rules_name_the_reason(source, target, lang, reason):
+    assert clean_entry(entry(source, target, lang)) == reason
+
+
+def test_cleaning_keeps_good_pairs_and_the_length_rules_are_configurable():
+    assert clean_entry(entry("Save the <b>page</b>", "Seite speichern")) == ("Save the page", "Seite speichern")
+    assert clean_entry(entry("Save the page", "Сохранить страницу", "ru")) == ("Save the page", "Сохранить страницу")
+    assert clean_entry(entry("Save", "Speichern"), CleaningRules(min_source_words=1)) == ("Save", "Speichern")
+    with pytest.raises(ValueError, match="min_source_words"):
+        CleaningRules(min_source_words=5, max_source_words=2)
+
+
+def test_duplicates_are_skipped_per_domain_and_language():
+    entries = [entry("Save the page", "Seite speichern"), entry("Save the page!", "Seite sichern"),
+               entry("save  the PAGE", "Seite speichern", domain="cms"), entry("Save the page", "Sauver", "fr")]
+    skipped = SkipCounter()
+    pairs = clean_pairs(entries, CleaningRules(), skipped)
+    assert [(p.domain, p.lang, p.target) for p in pairs] == [
+        ("cms", "de", "Seite speichern"), ("web", "de", "Seite speichern"), ("web", "fr", "Sauver")]
+    assert skipped.by_reason() == {"duplicate": 1}
+    assert len({p.id for p in pairs}) == 3
+
+
+def test_skip_counter_rejects_unknown_reasons():
+    with pytest.raises(ValueError, match="unknown skip reason"):
+        SkipCounter().add("web", "de", "boring")
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# Splits
+# --------------------------------------------------------------------------------------------------------------------
+
+
+def synthetic_pairs(count: int) -> list[Pair]:
+    """Pairs in de and fr over shared English sources, with some targets shared by two sources."""
+    pairs = []
+    for index in range(count):
+        source = f"English sentence number {index}"
+        for lang in ("de", "fr"):
+            target = f"{lang} Satz {index // 2 if index % 3 == 0 else index}"  # every 3rd shares a target
+            pairs.append(Pair(f"web-{lang}-{index}", "web", lang, source, target))
+    return pairs
+
+
+def test_splits_keep_identical_sentences_together():
+    pairs = synthetic_pairs(300)
+    splits = assign_splits(pairs, SplitRules(dev_fraction=0.2, test_fraction=0.3))
+    assert sum(len(members) for members in splits.values()) == len(pairs)
+    assert crossing_sentences(splits) == set()
+    assert all(len(splits[split]) > 30 for split in ("train", "dev", "test"))
+    by_source = {}  # an English source is in one split for every language
+    for split, members in splits.items():
+        for pair in members:
+            assert by_source.setdefault(pair.source, split) == split
+
+
+def test_splits_are_deterministic_and_seeded():
+    pairs = synthetic_pairs(200)
+    first, again = assign_splits(pairs), assign_splits(list(reversed(pairs)))
+    assert first == again
+    assert assign_splits(pairs, SplitRules(seed=99))["test"] != first["test"]
+
+
+def test_large_components_go_to_train():
+    pairs = [Pair(f"web-de-{i}", "web", "de", f"Source sentence {i}", "Gleiches Ziel") for i in range(10)]
+    assert len(components(pairs)) == 1
+    splits = assign_splits(pairs, SplitRules(dev_fraction=0.45, test_fraction=0.5, max_eval_component=5))
+    assert len(splits["train"]) == 10
+
+
+def test_split_fractions_are_checked():
+    with pytest.raises(ValueError, match="dev_fraction and test_fraction"):
+        SplitRules(dev_fraction=0.5, test_fraction=0.5)
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# Wheels, snapshot, build
+# --------------------------------------------------------------------------------------------------------------------
+
+
+def tiny_sources(folder: Path) -> tuple[PackageSource, ...]:
+    """Two tiny 'packages' (domains web and cms) as wheels in `folder`, with de, pt_BR and other locales."""
+    german = po_text(GERMAN_PAIRS)
+    brazilian = po_text([("Save the page", "Salvar a página"), ("Delete this image", "Excluir esta imagem"),
+                         ("Edit your profile", "Editar seu perfil")])
+    make_wheel(folder, "tinyweb", "1.0", {"de": german, "pt_BR": brazilian, "pt": po_text([("A b c", "X y z")]),
+                                          "es_AR": po_text([("Save the page", "Guardar la página")])})
+    cms_pairs = GERMAN_PAIRS[::-1][:5] + [("Preview the page", "Vorschau")]
+    make_wheel(folder, "tinycms", "2.0", {"de": po_text(cms_pairs)})
+    return (PackageSource("web", "tinyweb", "1.0", "MIT", "web", ("tinyweb-1.0.dist-info/licenses/LICENSE",)),
+            PackageSource("cms", "tinycms", "2.0", "MIT", "cms"))
+
+
+def test_iter_catalogs_maps_locales(tmp_path):
+    wheel = download_wheels(tiny_sources(tmp_path), tmp_path)["web"]  # found locally, no download
+    assert [(lang, name) for lang, name, _ in iter_catalogs(wheel)] == [
+        ("de", "tinyweb/locale/de/LC_MESSAGES/django.po"), ("pt", "tinyweb/locale/pt_BR/LC_MESSAGES/django.po")]
+
+
+def test_package_source_domain_names_are_checked():
+    with pytest.raises(ValueError, match="no '_'"):
+        PackageSource("my_domain", "pkg", "1.0", "MIT", "x")
+
+
+def test_snapshot_round_trip_is_byte_stable(tmp_path):
+    sources = tiny_sources(tmp_path / "wheels")
+    wheels = download_wheels(sources, tmp_path / "wheels")
+    skipped = SkipCounter()
+    entries = read_wheel_entries(wheels, ("de", "pt"), skipped)
+    write_snapshot(tmp_path / "a.jsonl.gz", entries, sources, skipped)
+    write_snapshot(tmp_path / "b.jsonl.gz", entries, sources, skipped)
+    assert (tmp_path / "a.jsonl.gz").read_bytes() == (tmp_path / "b.jsonl.gz").read_bytes()
+    reread = SkipCounter()
+    assert read_snapshot(tmp_path / "a.jsonl.gz", sources, ("de", "pt"), reread) == entries
+    assert read_snapshot(tmp_path / "a.jsonl.gz", sources[:1], ("pt",), SkipCounter()) == [
+        e for e in entries if e.domain == "web" and e.lang == "pt"]
+    newer = (PackageSource("web", "tinyweb", "1.1", "MIT", "web"),)
+    with pytest.raises(ValueError, match="rebuild it"):
+        read_snapshot(tmp_path / "a.jsonl.gz", newer, ("de",), SkipCounter())
+    with gzip.open(tmp_path / "a.jsonl.gz", "rt") as handle:
+        assert json.loads(handle.readline())["format"].startswith("hf-headsel-offline-corpus")
+
+
+def tiny_config(tmp_path: Path, **overrides) -> CorpusConfig:
+    settings = dict(output_dir=tmp_path / "corpus", source="pypi", wheel_dir=tmp_path / "wheels",
+                    snapshot=tmp_path / "none.jsonl.gz", languages=("de", "pt"),
+                    packages=tiny_sources(tmp_path / "wheels"), splitting=SplitRules(0.25, 0.25, seed=3),
+                    progress=False)
+    return CorpusConfig(**{**settings, **overrides})
+
+
+def mt_args(folder: Path, split_glob: str) -> DataArguments:
+    return DataArguments(train_file=[str(folder / f"{split_glob}.jsonl")])
+
+
+def test_build_text_corpus_reads_with_load_splits(tmp_path):
+    config = tiny_config(tmp_path)
+    stats = build_corpus(config)
+    mt = config.output_dir / "mt"
+    files = sorted(path.name for path in mt.glob("*.jsonl"))
+    assert "train_en_de_web.jsonl" in files and "train_de_en_web.jsonl" in files
+    assert all(name.split("_")[0] in ("train", "dev", "test") for name in files)
+    # every pair is in both directions, in exactly one split
+    counted = sum(n for split in stats["text"].values() for langs in split.values() for n in langs.values())
+    assert counted == stats["pairs"] == 8 + 3 + 6  # web de, web pt (pt_BR), cms de; pt and es_AR ignored
+    args = DataArguments(train_file=[str(mt / "train_en_*.jsonl")], validation_file=[str(mt / "dev_en_*.jsonl")],
+                         test_file=[str(mt / "test_en_*.jsonl")])
+    loaded = load_splits(MT, args, ["train", "validation", "test"], "lang", cache_dir=str(tmp_path / "cache"))
+    for split, name in (("train", "train"), ("validation", "dev"), ("test", "test")):
+        assert len(loaded[split]) == sum(n for langs in stats["text"][name].values() for n in langs.values()) > 0
+        assert set(loaded[split]["source_lang"]) == {"en"}
+    sources = [set(loaded[split]["source_text"]) for split in loaded]
+    assert not (sources[0] & sources[1] or sources[0] & sources[2] or sources[1] & sources[2])
+    assert {p[0] for p in GERMAN_PAIRS} <= set.union(*sources)
+    assert set(loaded["train"]["target_lang"]) | set(loaded["test"]["target_lang"]) == {"de", "pt"}
+    x2en = load_splits(MT, DataArguments(train_file=[str(mt / "*_de_en_*.jsonl")]), ["train"], "domain",
+                       cache_dir=str(tmp_path / "cache"))["train"]  # every split of de->en, read as one
+    assert len(x2en) == 8 + 6
+    assert set(x2en["target_lang"]) == {"en"} and "Seite speichern" in x2en["source_text"]
+    assert json.loads((config.output_dir / "stats.json").read_text()) == stats
+    assert stats["catalog_entries"] == 17 and stats["skipped"]["by_reason"] == {}
+    table = (config.output_dir / "stats.md").read_text()
+    assert "| language | cms | web | all domains |" in table and "| de |" in table
+    assert stats["speech"] == {}
+
+
+def test_build_is_deterministic_and_cleans_stale_files(tmp_path):
+    config = tiny_config(tmp_path)
+    build_corpus(config)
+    (config.output_dir / "mt" / "train_en_xx_old.jsonl").write_text("{}\n")
+    first = {p.name: p.read_bytes() for p in (config.output_dir / "mt").glob("*.jsonl")}
+    build_corpus(config)
+    again = {p.name: p.read_bytes() for p in (config.output_dir / "mt").glob("*.jsonl")}
+    assert "train_en_xx_old.jsonl" in first and "train_en_xx_old.jsonl" not in again
+    del first["train_en_xx_old.jsonl"]
+    assert first == again
+
+
+@pytest.mark.parametrize("overrides, message", [
+    ({"languages": ("de", "xx")}, "unknown languages"), ({"domains": ("web", "nope")}, "unknown domains"),
+    ({"workers": 3}, "workers must be 1 or 2"), ({"source": "ftp"}, "source must be one of"),
+    ({"max_speech_per_task": -1}, "max_speech_per_task"),
+])
+def test_config_errors_name_the_rule(tmp_path, overrides, message):
+    with pytest.raises(ValueError, match=message):
+        tiny_config(tmp_path, **overrides)
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# Speech
+# --------------------------------------------------------------------------------------------------------------------
+
+
+def test_add_noise_reaches_the_requested_snr():
+    audio = (0.5 * np.sin(np.linspace(0, 2000, 32000))).astype(np.float32)
+    noisy = add_noise(audio, snr_db=10.0, seed=1)
+    noise = noisy.astype(np.float64) - audio
+    snr = 10 * np.log10(np.mean(audio.astype(np.float64) ** 2) / np.mean(noise ** 2))
+    assert abs(snr - 10.0) < 0.3
+    assert np.array_equal(noisy, add_noise(audio, 10.0, seed=1))
+    assert not np.array_equal(noisy, add_noise(audio, 10.0, seed=2))
+
+
+@needs_speech_tools
+def test_build_speech_manifests_read_with_load_splits(tmp_path):
+    config = tiny_config(tmp_path, speech=True, max_speech_per_task=2, workers=2)
+    stats = build_corpus(config)
+    speech = config.output_dir / "speech"
+    assert {p.stem for p in (speech / "asr").glob("*.tsv")} >= {"train_de_de_web", "train_pt_pt_web"}
+    assert {p.stem for p in (speech / "st").glob("*.tsv")} >= {"train_de_en_web", "train_pt_en_web"}
+    segments = sum(c["segments"] for s in stats["speech"].values() for l in s.values() for c in l.values())
+    assert stats["speech_settings"]["failed"] == 0 and segments > 0
+    assert all(c["segments"] <= 2 for s in stats["speech"].values() for l in s.values() for c in l.values())
+    asr = load_splits(ASR, DataArguments(train_file=["train_*"], manifest_dir=str(speech / "asr")), ["train"],
+                      "lang", cache_dir=str(tmp_path / "cache"))["train"]
+    st = load_splits(ST, DataArguments(train_file=["train_*"], manifest_dir=str(speech / "st")), ["train"],
+                     "domain", cache_dir=str(tmp_path / "cache"))["train"]
+    train_segments = sum(c["segments"] for l in stats["speech"]["train"].values() for c in l.values())
+    assert len(asr) == len(st) == train_segments
+    assert set(st["target_lang"]) == {"en"} and set(st["domain"]) <= {"web", "cms"}
+    assert all(row["source_lang"] == row["target_lang"] for row in asr)
+    assert sorted(map(os.path.realpath, asr["audio"])) == sorted(map(os.path.realpath, st["audio"]))  # shared audio
+    german = {source: target for source, target in GERMAN_PAIRS}
+    for row in st:
+        info = soundfile.info(row["audio"])
+        assert (info.samplerate, info.channels) == (16000, 1) and info.frames > 1600
+        if row["source_lang"] == "de":
+            assert row["target_text"] in german
+    rows = (speech / "asr" / "train_de_de_web.tsv").read_text().splitlines()
+    header, first = rows[0].split("\t"), dict(zip(rows[0].split("\t"), rows[1].split("\t")))
+    assert header == ["id", "audio", "n_frames", "tgt_text", "speaker", "src_lang", "tgt_lang"]
+    assert int(first["n_frames"]) == soundfile.info(str(speech / "asr" / first["audio"])).frames
+    assert first["speaker"].startswith("de-") and first["tgt_text"] in german.values()
+    table = (config.output_dir / "stats.md").read_text()
+    assert "Speech segments" in table and "| **hours** |" in table
+    # a second build reuses the audio and writes identical manifests
+    before = {p.name: p.read_bytes() for p in speech.glob("*/*.tsv")}
+    build_corpus(config)
+    assert before == {p.name: p.read_bytes() for p in speech.glob("*/*.tsv")}
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# Command line
+# --------------------------------------------------------------------------------------------------------------------
+
+
+def test_cli_flags_make_the_config(tmp_path):
+    from offline_corpus.cli import config_from_args, parser
+
+    args = parser().parse_args(["--output_dir", str(tmp_path), "--languages", "de, fr", "--domains", "django",
+                                "--speech", "--max_speech_per_task", "7", "--test_fraction", "0.3", "--seed", "5",
+                                "--min_source_words", "3", "--quiet"])
+    config = config_from_args(args)
+    assert config.languages == ("de", "fr") and [s.domain for s in config.sources] == ["django"]
+    assert config.speech and config.max_speech_per_task == 7 and not config.progress
+    assert config.splitting == SplitRules(0.1, 0.3, 5) and config.cleaning.min_source_words == 3
+
+
+def test_cli_rejects_bad_flags_before_building(tmp_path, capsys):
+    from offline_corpus.cli import main
+
+    with pytest.raises(SystemExit) as exit_info:
+        main(["--output_dir", str(tmp_path / "out"), "--languages", "de,xx"])
+    assert exit_info.value.code == 2 and "unknown languages ['xx']" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
+
+
+def test_speech_without_tools_fails_before_building(tmp_path, monkeypatch):
+    monkeypatch.setattr("offline_corpus.build.missing_tools", lambda: ["sox"])
+    config = tiny_config(tmp_path, speech=True)
+    with pytest.raises(RuntimeError, match="apt-get install -y espeak-ng sox"):
+        build_corpus(config)
+    assert not config.output_dir.exists()

@@ -1,0 +1,198 @@
+# Copyright 2026 The hf-headsel authors. Licensed under the Apache License, Version 2.0.
+"""The whole build: catalog entries -> clean pairs -> splits -> MT files -> speech -> manifests and statistics."""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from .manifests import speech_counts, stats_markdown, text_counts, write_mt, write_speech_manifests
+from .pairs import DEFAULT_SNAPSHOT, Pair, clean_pairs, read_snapshot, read_wheel_entries, write_snapshot
+from .po import CleaningRules, SkipCounter
+from .speech import SynthesisResult, Utterance, condition_for, missing_tools, speaker_for, synthesize_all
+from .splits import SPLITS, SplitRules, assign_splits, crossing_sentences
+from .sources import DEFAULT_SOURCES, LANGUAGES, PackageSource, download_wheels, read_license_notices
+
+logger = logging.getLogger(__name__)
+SOURCE_KINDS = ("auto", "pypi", "snapshot")
+LICENSES_FILE = Path(__file__).resolve().parent / "LICENSES.md"
+
+
+@dataclass
+class CorpusConfig:
+    """What to build (every field is a flag of `training/build_corpus.py`).
+
+    Attributes:
+        output_dir: where `mt/`, `speech/`, `stats.json` and `stats.md` go.
+        source: `pypi` reads the pinned wheels (downloaded into `wheel_dir`), `snapshot` the shipped catalog
+            entries, `auto` the snapshot when it exists, else PyPI.
+        languages: corpus languages (English is always the other side).
+        packages: the source projects to choose the domains from (default: [`DEFAULT_SOURCES`]).
+        domains: the domains (source projects) to use; `None`: all of `packages`.
+        speech: synthesise speech and write the speech manifests.
+        max_speech_per_task: most segments synthesised per language, domain and split (0: all).
+        workers: synthesis jobs at once (1 or 2).
+    """
+
+    output_dir: Path
+    source: str = "auto"
+    wheel_dir: Path | None = None
+    snapshot: Path = DEFAULT_SNAPSHOT
+    write_snapshot: bool = False
+    languages: tuple[str, ...] = LANGUAGES
+    domains: tuple[str, ...] | None = None
+    packages: tuple[PackageSource, ...] = DEFAULT_SOURCES
+    cleaning: CleaningRules = field(default_factory=CleaningRules)
+    splitting: SplitRules = field(default_factory=SplitRules)
+    speech: bool = False
+    max_speech_per_task: int = 50
+    workers: int = 2
+    reuse_audio: bool = True
+    progress: bool = True
+
+    def __post_init__(self):
+        self.output_dir = Path(self.output_dir)
+        if self.source not in SOURCE_KINDS:
+            raise ValueError(f"source must be one of {SOURCE_KINDS}, got {self.source!r}")
+        unknown = sorted(set(self.languages) - set(LANGUAGES))
+        if unknown or not self.languages:
+            raise ValueError(f"unknown languages {unknown}: the catalogs are read for {LANGUAGES}")
+        known = [source.domain for source in self.packages]
+        if self.domains is not None and (not self.domains or set(self.domains) - set(known)):
+            raise ValueError(f"unknown domains {sorted(set(self.domains) - set(known))}: known domains are {known}")
+        if self.max_speech_per_task < 0:
+            raise ValueError(f"max_speech_per_task must be >= 0 (0: no cap), got {self.max_speech_per_task}")
+        if not 1 <= self.workers <= 2:
+            raise ValueError(f"workers must be 1 or 2 (the machine has 2 cores), got {self.workers}")
+        if self.write_snapshot and self.source == "snapshot":
+            raise ValueError("--write_snapshot needs the catalogs from PyPI: use --source pypi")
+
+    @property
+    def sources(self) -> tuple[PackageSource, ...]:
+        return tuple(s for s in self.packages if self.domains is None or s.domain in self.domains)
+
+    def resolved_source(self) -> str:
+        if self.source == "auto":
+            return "snapshot" if self.snapshot.is_file() and not self.write_snapshot else "pypi"
+        return self.source
+
+
+def load_entries(config: CorpusConfig, skipped: SkipCounter):
+    """The catalog entries of the configured sources and languages, from PyPI wheels or the snapshot."""
+    if config.resolved_source() == "snapshot":
+        logger.info("Reading catalog entries from the snapshot %s", config.snapshot)
+        return read_snapshot(config.snapshot, config.sources, config.languages, skipped)
+    wheels = download_wheels(config.sources, config.wheel_dir or config.output_dir / "wheels")
+    entries = read_wheel_entries(wheels, config.languages, skipped)
+    if config.write_snapshot:
+        if config.domains is not None or config.languages != LANGUAGES or config.packages != DEFAULT_SOURCES:
+            raise ValueError("--write_snapshot writes the shipped snapshot: build it with all languages and domains")
+        write_snapshot(config.snapshot, entries, config.sources, skipped)
+        LICENSES_FILE.write_text(license_markdown(config.sources, wheels), encoding="utf-8")
+        logger.info("Wrote %d entries to %s and the notices to %s", len(entries), config.snapshot, LICENSES_FILE)
+    return entries
+
+
+def license_markdown(sources: tuple[PackageSource, ...], wheels: dict[str, Path]) -> str:
+    """`LICENSES.md`: which text comes from which package under which licence, with each licence notice."""
+    lines = [
+        "# Licences of the offline corpus text",
+        "",
+        "The corpus text is extracted from the gettext catalogs (`.po` files) of the PyPI packages below. Each",
+        "catalog is distributed under its package's licence; all of them allow redistribution with this notice.",
+        "`data/catalog_entries.jsonl.gz` holds these catalogs' translated entries (and is regenerated, with this",
+        "file, by `python training/build_corpus.py --source pypi --write_snapshot`).",
+        "",
+        "| domain | package | licence | project |",
+        "|---|---|---|---|",
+    ]
+    lines += [f"| {s.domain} | {s.requirement} | {s.license} | {s.description} |" for s in sources]
+    for source in sources:
+        lines += ["", f"## {source.requirement} ({source.license})", "", "```",
+                  read_license_notices(wheels[source.domain], source), "```"]
+    return "\n".join(lines) + "\n"
+
+
+def speech_utterances(
+    splits: dict[str, list[Pair]], config: CorpusConfig
+) -> dict[str, list[tuple[Pair, Utterance]]]:
+    """The segments to synthesise: the first `max_speech_per_task` pairs (by id, i.e. in hash order) of each split,
+    language and domain, with their speaker, condition and wav path."""
+    audio_dir = config.output_dir / "speech" / "audio"
+    domains = [source.domain for source in config.sources]
+    chosen: dict[str, list[tuple[Pair, Utterance]]] = {}
+    for split, pairs in splits.items():
+        taken: dict[tuple[str, str], int] = {}
+        chosen[split] = []
+        for pair in pairs:  # sorted by domain, language, id
+            key = (pair.lang, pair.domain)
+            if config.max_speech_per_task and taken.get(key, 0) >= config.max_speech_per_task:
+                continue
+            taken[key] = taken.get(key, 0) + 1
+            utterance = Utterance(pair.id, pair.lang, pair.target, speaker_for(pair.id),
+                                  condition_for(pair.domain, domains),
+                                  audio_dir / pair.domain / pair.lang / f"{pair.id}.wav")
+            chosen[split].append((pair, utterance))
+    return chosen
+
+
+def build_speech(splits: dict[str, list[Pair]], config: CorpusConfig) -> dict[str, list[tuple[Pair, SynthesisResult]]]:
+    """Synthesise the chosen segments of every split and write the ASR and ST manifests."""
+    chosen = speech_utterances(splits, config)
+    flat = [utterance for items in chosen.values() for _, utterance in items]
+    results = iter(synthesize_all(flat, config.workers, config.reuse_audio, config.progress))
+    speech = {split: [(pair, next(results)) for pair, _ in items] for split, items in chosen.items()}
+    failed = [result for items in speech.values() for _, result in items if result.error]
+    if failed:
+        logger.warning("%d of %d utterances failed and are left out, e.g. %s: %s", len(failed), len(flat),
+                       failed[0].utterance.id, failed[0].error)
+    write_speech_manifests(speech, config.output_dir / "speech")
+    return speech
+
+
+def build_corpus(config: CorpusConfig) -> dict:
+    """Build the corpus described by `config`; returns the statistics (also written to `stats.json`/`stats.md`)."""
+    started = time.perf_counter()
+    if config.speech and missing_tools():  # fail before the text build, not after it
+        raise RuntimeError(f"--speech needs {' and '.join(missing_tools())}: apt-get install -y espeak-ng sox")
+    config.output_dir.mkdir(parents=True, exist_ok=True)
+    skipped = SkipCounter()
+    entries = load_entries(config, skipped)
+    pairs = clean_pairs(entries, config.cleaning, skipped)
+    splits = assign_splits(pairs, config.splitting)
+    crossing = crossing_sentences(splits)
+    if crossing:  # cannot happen by construction; checked because the evaluation depends on it
+        raise RuntimeError(f"{len(crossing)} sentences cross splits, e.g. {sorted(crossing)[:3]}")
+    write_mt(splits, config.output_dir / "mt")
+    text_seconds = time.perf_counter() - started
+    speech = build_speech(splits, config) if config.speech else {}
+    stats = {
+        "sources": [asdict(source) for source in config.sources],
+        "source": config.resolved_source(),
+        "languages": list(config.languages),
+        "domains": [source.domain for source in config.sources],
+        "cleaning": asdict(config.cleaning),
+        "splitting": asdict(config.splitting),
+        "catalog_entries": len(entries),
+        "pairs": len(pairs),
+        "text": text_counts(splits),
+        "skipped": {"by_reason": skipped.by_reason(), "by_domain_and_language": skipped.nested()},
+        "speech": speech_counts(speech),
+        "speech_settings": {
+            "max_speech_per_task": config.max_speech_per_task,
+            "failed": sum(1 for items in speech.values() for _, r in items if r.error),
+            "conditions": {d: asdict(condition_for(d, [s.domain for s in config.sources])) for d in
+                           ([s.domain for s in config.sources] if config.speech else [])},
+        },
+        "seconds": {"text": round(text_seconds, 1), "total": round(time.perf_counter() - started, 1)},
+    }
+    text = json.dumps(stats, indent=2, ensure_ascii=False) + "\n"
+    (config.output_dir / "stats.json").write_text(text, encoding="utf-8")
+    (config.output_dir / "stats.md").write_text(stats_markdown(stats), encoding="utf-8")
+    return json.loads(text)  # JSON types (lists, not tuples), as a reader of stats.json sees them
+
+
+__all__ = ["CorpusConfig", "build_corpus", "SPLITS"]
