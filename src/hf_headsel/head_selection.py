@@ -438,8 +438,8 @@ class HeadSelectionAttentionMixin:
     eager_attention: Callable  # the stock family's eager attention function, set by the family module
     #: How a batch that mixes tasks is projected (see [`_projections`]): `"grouped"` (one matmul per task present, on
     #: its examples and its heads' rows: the stock model's work), `"gathered"` (one matmul over all `H'` candidates,
-    #: then each example gathers its heads), or `"auto"`: gathered on CUDA, grouped elsewhere. Set it on the class
-    #: or on a layer; single-task batches always project only their selected heads.
+    #: then each example gathers its heads), or `"auto"`: gathered on CUDA and for one-token decoding steps, grouped
+    #: otherwise. Set it on the class or on a layer; single-task batches always project only their selected heads.
     mixed_batch_projection: str = "auto"
 
     def enable_head_selection(self, component: str, layer: int, total_heads: int, selector: HeadSelector) -> None:
@@ -558,7 +558,9 @@ class HeadSelectionAttentionMixin:
         mode = self.mixed_batch_projection
         if mode not in MIXED_BATCH_PROJECTIONS:
             raise ValueError(f"mixed_batch_projection must be one of {MIXED_BATCH_PROJECTIONS}, got {mode!r}")
-        return mode == "gathered" or (mode == "auto" and states.device.type == "cuda")
+        # auto: where kernels are launch-bound (CUDA) or the batch is one decoding step, a fixed number of kernels
+        # beats one group of kernels per task; otherwise grouped does the stock model's arithmetic.
+        return mode == "gathered" or (mode == "auto" and (states.device.type == "cuda" or states.shape[-2] == 1))
 
     def _projections(self, route: TaskRoute, states: torch.Tensor):
         """Functions giving the queries and the (keys, values) of the selected heads, `[batch, time, H, head_dim]`,
