@@ -481,8 +481,9 @@ class HeadSelectionAttentionMixin:
 
     def _weights_state(self) -> tuple:
         """What the cached slices depend on: each source tensor (by identity) and its in-place version counter."""
-        params = (self.q_proj.weight, self.k_proj.weight, self.v_proj.weight, self.q_proj.bias, self.k_proj.bias,
-                  self.v_proj.bias, self.selector.logits)
+        # Read through `_modules` / `_parameters`: this runs in every layer call, and `nn.Module.__getattr__` is slow.
+        projections = [self._modules[name]._parameters for name in ("q_proj", "k_proj", "v_proj")]
+        params = [p[kind] for kind in ("weight", "bias") for p in projections] + [self.selector.logits]
         return tuple((id(p), p._version) for p in params if p is not None)
 
     def _eval_cached(self, key, compute: Callable[[], object]):
