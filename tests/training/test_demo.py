@@ -1,0 +1,125 @@
+# Copyright 2026 The hf-headsel authors. Licensed under the Apache License, Version 2.0.
+"""`make demo`'s code path (`training/demo.py`) on a tiny corpus in the offline corpus layout, with a tiny model."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import Counter
+from pathlib import Path
+
+import pytest
+import torch
+import yaml
+from recipe_testkit import TINY_TEXT, text_rows, write_jsonl
+from transformers import MarianTokenizer
+
+import demo
+from hf_headsel import HeadSelMarianMTModel
+
+LANGUAGES = ("de", "fr")
+DIRECTIONS = tuple(("en", lang) for lang in LANGUAGES)
+
+
+def write_tiny_corpus(folder: Path) -> Path:
+    """`mt/{split}_en_{lang}_{domain}.jsonl` and the `stats.json` counts, as `training/build_corpus.py` writes them."""
+    counts: dict[str, dict[str, Counter]] = {}
+    for split, size, seed in (("train", 64, 1), ("test", 12, 3)):
+        rows = text_rows(size, seed=seed, directions=DIRECTIONS)
+        for index, row in enumerate(rows):  # text_rows alternates directions and domains in step: mix them
+            row["domain"] = ("news", "web")[index // 2 % 2]
+        for lang in LANGUAGES:
+            for domain in ("news", "web"):
+                cell = [row for row in rows if row["target_lang"] == lang and row["domain"] == domain]
+                write_jsonl(folder / "mt" / f"{split}_en_{lang}_{domain}.jsonl", cell)
+                counts.setdefault(split, {}).setdefault(lang, Counter())[domain] = len(cell)
+    (folder / "stats.json").write_text(json.dumps({"text": counts}))
+    return folder
+
+
+@pytest.fixture(scope="module")
+def demo_run(tmp_path_factory):
+    """One tiny demo run: (settings, the returned summary)."""
+    root = tmp_path_factory.mktemp("demo")
+    (root / "corpus" / "mt").mkdir(parents=True)
+    settings = demo.DemoSettings(
+        output_dir=root / "out", corpus_dir=write_tiny_corpus(root / "corpus"), languages=LANGUAGES,
+        model_size=TINY_TEXT, vocab_size=60, max_steps=3, batch_size=4, warmup_steps=0, learning_rate=0.01,
+        max_length=8, bootstrap_resamples=20, cache_dir=root / "cache", progress=False,
+    )
+    return settings, demo.run_demo(settings)
+
+
+def test_metrics_json_holds_both_systems_per_task_and_averaged_with_intervals(demo_run):
+    settings, summary = demo_run
+    written = json.loads((settings.output_dir / "metrics.json").read_text())
+    assert written["metric"] == "bleu"
+    assert written["test_sentences"] == {"en-de": 6, "en-fr": 6}
+    for system in ("group", "shared"):
+        scores = written[system]
+        assert set(scores["per_task"]) == {"en-de", "en-fr"}
+        for score in [*scores["per_task"].values(), scores["average"], scores["pooled"]]:
+            assert set(score) == {"bleu", "ci_low", "ci_high"}
+            assert score["ci_low"] <= score["bleu"] <= score["ci_high"]
+        mean = sum(s["bleu"] for s in scores["per_task"].values()) / 2
+        assert scores["average"]["bleu"] == pytest.approx(mean, abs=0.01)
+    assert written["group"] == summary["group"]
+
+
+def test_both_systems_trained_on_the_same_data_budget_and_seed(demo_run):
+    settings, _ = demo_run
+    group = json.loads((settings.output_dir / "run_config.json").read_text())
+    shared = json.loads((settings.output_dir / demo.BASELINE_DIR / "run_config.json").read_text())
+    differing = {key for key in group.keys() | shared.keys() if group.get(key) != shared.get(key)}
+    assert differing == {"output_dir", *demo.SYSTEM_FLAGS["group"], *demo.SYSTEM_FLAGS["shared"]}
+    assert shared["shared_baseline"] and shared["target_lang_token"]
+    baseline_config = json.loads((settings.output_dir / demo.BASELINE_DIR / "config.json").read_text())
+    assert baseline_config["model_type"] == "marian"
+
+
+def test_model_card_has_metadata_and_embeds_the_heatmap(demo_run):
+    settings, _ = demo_run
+    card = (settings.output_dir / "README.md").read_text()
+    assert card.startswith("---\n")
+    metadata = yaml.safe_load(card.split("---\n")[1])
+    assert {"de", "fr"} <= set(metadata["language"])
+    results = metadata["model-index"][0]["results"]
+    assert {r["dataset"].get("config") for r in results} >= {"en-de", "en-fr"}
+    embedded = re.findall(r"!\[[^\]]*\]\(([^)]+\.png)\)", card)
+    assert embedded == [f"{demo.ANALYSIS_DIR}/head_sharing_decoder_self.png"]
+    assert (settings.output_dir / embedded[0]).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_saved_model_reloads_with_task_and_translates_as_reported(demo_run):
+    settings, summary = demo_run
+    tokenizer = MarianTokenizer.from_pretrained(settings.output_dir)
+    model = HeadSelMarianMTModel.from_pretrained(settings.output_dir, task="fr").eval()
+    assert model.config.decoder_tasks == ["de", "fr"]
+    sources = summary["reloaded_translations"]["sources"]
+    batch = tokenizer(sources, return_tensors="pt", padding=True)
+    with torch.no_grad():
+        generated = model.generate(**batch, num_beams=1, max_length=settings.max_length)
+    assert tokenizer.batch_decode(generated, skip_special_tokens=True) == summary["reloaded_translations"]["fr"]
+
+
+def test_results_table_lists_every_direction_and_the_average(demo_run):
+    _, summary = demo_run
+    lines = demo.results_table(summary).splitlines()
+    assert [line.split()[0] for line in lines[1:]] == ["en-de", "en-fr", "average"]
+    assert lines[-1].split()[1] == "12"
+
+
+def test_corpus_is_complete_only_with_every_counted_file(tmp_path):
+    corpus = write_tiny_corpus(tmp_path)
+    assert demo.corpus_is_complete(corpus, LANGUAGES)
+    assert not demo.corpus_is_complete(corpus, ("de", "es"))  # no es pairs in this corpus
+    truncated = corpus / "mt" / "test_en_fr_web.jsonl"
+    truncated.write_text(truncated.read_text().splitlines(keepends=True)[0])
+    assert not demo.corpus_is_complete(corpus, LANGUAGES)
+    (corpus / "stats.json").unlink()
+    assert not demo.corpus_is_complete(corpus, ("de",))
+
+
+def test_settings_reject_unknown_languages(tmp_path):
+    with pytest.raises(ValueError, match="unknown languages"):
+        demo.DemoSettings(output_dir=tmp_path, languages=("de", "tlh"))
