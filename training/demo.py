@@ -85,14 +85,14 @@ class DemoSettings:
     model_size: str = ("d_model=128,encoder_layers=2,decoder_layers=2,encoder_attention_heads=4,"
                        "decoder_attention_heads=4,encoder_ffn_dim=256,decoder_ffn_dim=256,dropout=0.1")
     vocab_size: int = 2000
-    max_steps: int = 600
+    max_steps: int = 450
     batch_size: int = 64
     learning_rate: float = 3e-3
     warmup_steps: int = 50
     seed: int = 1
     num_beams: int = 1
     max_tokens: int = 100
-    max_length: int = 48
+    max_length: int = 32
     bootstrap_resamples: int = 1000
     cache_dir: Path | None = None
     progress: bool = True
