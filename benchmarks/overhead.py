@@ -294,6 +294,7 @@ def eval_forward_calls(models: dict, inputs: dict, routing: dict) -> dict:
 
 
 def generate_calls(models: dict, inputs: dict, routing: dict, cfg: BenchConfig, num_beams: int) -> dict:
+    """Generation of exactly `cfg.max_new_tokens` tokens per system in `models` (no early stop: equal work)."""
     generation = dict(
         do_sample=False, num_beams=num_beams, max_new_tokens=cfg.max_new_tokens, min_new_tokens=cfg.max_new_tokens,
         eos_token_id=EOS, pad_token_id=PAD, decoder_start_token_id=PAD, use_cache=True,
@@ -312,7 +313,7 @@ def generate_calls(models: dict, inputs: dict, routing: dict, cfg: BenchConfig, 
 
         return run
 
-    return {system: call(system) for system in SYSTEMS}
+    return {system: call(system) for system in models}  # every system given (performance.py: two)
 
 
 def train_step_calls(models: dict, inputs: dict, routing: dict) -> dict:

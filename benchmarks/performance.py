@@ -47,7 +47,7 @@ import torch
 from tqdm.auto import tqdm
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from overhead import DTYPES, EOS, PAD, QUICK, BenchConfig, build_models, make_inputs, synchronize  # noqa: E402
+from overhead import DTYPES, QUICK, BenchConfig, build_models, generate_calls, make_inputs, synchronize  # noqa: E402
 
 import transformers  # noqa: E402
 
@@ -159,28 +159,6 @@ def train_step_calls(models: dict, inputs: dict, routing: dict, device: torch.de
             loss.backward()
             optimizer.step()
             optimizer.zero_grad(set_to_none=True)
-
-        return run
-
-    return {system: call(system) for system in SYSTEMS}
-
-
-def generate_calls(models: dict, inputs: dict, routing: dict, cfg: BenchConfig, num_beams: int) -> dict:
-    """Generation of exactly `cfg.max_new_tokens` tokens per system (no early stop, so the work is equal)."""
-    generation = dict(
-        do_sample=False, num_beams=num_beams, max_new_tokens=cfg.max_new_tokens, min_new_tokens=cfg.max_new_tokens,
-        eos_token_id=EOS, pad_token_id=PAD, decoder_start_token_id=PAD, use_cache=True,
-    )  # fmt: skip
-
-    def call(system: str) -> Callable[[], None]:
-        model = models[system]
-        kwargs = {**inputs, **generation} if system == "stock" else {**inputs, **routing, **generation}
-
-        def run() -> None:
-            with torch.no_grad():
-                out = model.generate(**kwargs)
-            if out.shape[1] != cfg.max_new_tokens + 1:
-                raise AssertionError(f"{system} generated {out.shape[1] - 1} tokens, expected {cfg.max_new_tokens}")
 
         return run
 

@@ -21,7 +21,7 @@ import os
 import torch
 from transformers import PreTrainedModel
 
-from .head_selection import SIDES, HeadSelectionConfigMixin, HeadSelectionModelMixin
+from .head_selection import SIDES, HeadSelectionConfigMixin, HeadSelectionModelMixin, task_names
 
 # Every config keyword the head-selection mixin adds on top of the stock config.
 HEAD_SELECTION_CONFIG_KEYS = tuple(field.name for field in dataclasses.fields(HeadSelectionConfigMixin))
@@ -108,18 +108,7 @@ def resolve_export_tasks(
     config default, then to its only task. A side that keys a selecting component and is still open is a
     `ValueError` naming the tasks to choose from.
     """
-    names = {}
-    if task is not None:
-        names = {side: task for side in SIDES if task in config.tasks(side)}
-        if not names:
-            raise ValueError(
-                f"unknown task {task!r}: the encoder tasks are {config.encoder_tasks} and the decoder tasks are "
-                f"{config.decoder_tasks}"
-            )
-    for side, name in (("encoder", encoder_task), ("decoder", decoder_task)):
-        if name is not None:
-            config.task_id(side, name)  # ValueError naming the known tasks
-            names[side] = name
+    names = task_names(config, task, encoder_task, decoder_task)
     for side in SIDES:
         if side in names:
             continue

@@ -389,6 +389,33 @@ def resolve_task_ids(
     return task_ids.long()
 
 
+def task_names(
+    config: HeadSelectionConfigMixin,
+    task: str | None = None,
+    encoder_task: str | None = None,
+    decoder_task: str | None = None,
+) -> dict[str, str]:
+    """`{side: task name}` from the task arguments of `set_default_task`, exports and pipelines.
+
+    `task` names the task of every side that knows it (a name known on neither side is a `ValueError` listing the
+    tasks); `encoder_task` / `decoder_task` set one side (checked against its tasks) and take precedence. Sides not
+    named are left out.
+    """
+    names = {}
+    if task is not None:
+        names = {side: task for side in SIDES if task in config.tasks(side)}
+        if not names:
+            raise ValueError(
+                f"unknown task {task!r}: the encoder tasks are {config.encoder_tasks} and the decoder tasks are "
+                f"{config.decoder_tasks}"
+            )
+    for side, name in (("encoder", encoder_task), ("decoder", decoder_task)):
+        if name is not None:
+            config.task_id(side, name)  # ValueError naming the known tasks
+            names[side] = name
+    return names
+
+
 def _raise_out_of_range(side: str, tasks: list[str], task_id: int):
     raise ValueError(f"{side} task id {task_id} is out of range: the {side} tasks are {dict(enumerate(tasks))}")
 
@@ -752,21 +779,8 @@ class HeadSelectionModelMixin:
         `task` becomes the default of every side that knows it (a name known on neither side is an error);
         `encoder_task` / `decoder_task` set one side explicitly and take precedence.
         """
-        config = self.config
-        defaults = {}
-        if task is not None:
-            defaults = {side: task for side in SIDES if task in config.tasks(side)}
-            if not defaults:
-                raise ValueError(
-                    f"unknown task {task!r}: the encoder tasks are {config.encoder_tasks} and the decoder tasks "
-                    f"are {config.decoder_tasks}"
-                )
-        for side, name in (("encoder", encoder_task), ("decoder", decoder_task)):
-            if name is not None:
-                config.task_id(side, name)
-                defaults[side] = name
-        for side, name in defaults.items():
-            setattr(config, f"default_{side}_task", name)
+        for side, name in task_names(self.config, task, encoder_task, decoder_task).items():
+            setattr(self.config, f"default_{side}_task", name)
 
     def generate(self, inputs: torch.Tensor | None = None, *args, encoder_task_ids=None, decoder_task_ids=None,
                  **kwargs):

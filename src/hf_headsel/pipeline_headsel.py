@@ -23,7 +23,7 @@ default tasks apply. `model_kwargs` go to `from_pretrained`, whose `encoder_task
 defaults. Its `task=` keyword cannot be used there: `pipeline()` passes its own `task` to the model loader, and
 `model_kwargs={"task": ...}` fails with "got multiple values for keyword argument 'task'" (Transformers 5).
 
-This file imports nothing but `torch` and `transformers`.
+Beside `transformers` it imports only `head_selection.py` (relatively, so it travels with the remote code).
 """
 
 from __future__ import annotations
@@ -33,9 +33,10 @@ from typing import Any
 from transformers import Pipeline
 from transformers.pipelines.automatic_speech_recognition import AutomaticSpeechRecognitionPipeline
 
+from .head_selection import task_names
+
 TRANSLATION = "translation"
 SPEECH_RECOGNITION = "automatic-speech-recognition"
-SIDES = ("encoder", "decoder")
 
 
 def task_generate_kwargs(
@@ -46,19 +47,7 @@ def task_generate_kwargs(
     `task` names the task of every side that has it (a name known on neither side is a `ValueError` listing the
     tasks); `encoder_task` / `decoder_task` set one side and take precedence. Sides left open use the model's default.
     """
-    names = {}
-    if task is not None:
-        names = {side: task for side in SIDES if task in config.tasks(side)}
-        if not names:
-            raise ValueError(
-                f"unknown task {task!r}: the encoder tasks are {config.encoder_tasks} and the decoder tasks are "
-                f"{config.decoder_tasks}"
-            )
-    for side, name in (("encoder", encoder_task), ("decoder", decoder_task)):
-        if name is not None:
-            config.task_id(side, name)
-            names[side] = name
-    return {f"{side}_task_ids": name for side, name in names.items()}
+    return {f"{side}_task_ids": name for side, name in task_names(config, task, encoder_task, decoder_task).items()}
 
 
 class HeadSelTranslationPipeline(Pipeline):
