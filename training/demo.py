@@ -13,7 +13,8 @@
 4. Writes `--output_dir`: the head-selection model with its tokenizer (checked: it reloads with
    `from_pretrained(..., task=lang)` and generates what the trained model generates), `metrics.json` (keys `group`
    and `shared`), the model card `README.md` with YAML metadata, embedding the head-sharing heatmap of the decoder
-   self-attention (`analysis/head_sharing_decoder_self.png`, beside the other heatmaps and `analysis.json`), and the
+   self-attention (`head_sharing_decoder_self.png`, beside the other plots and `analysis.json` that the training run
+   writes), and the
    baseline's run under `shared_baseline/`.
 
     python training/demo.py --output_dir outputs/demo
@@ -39,7 +40,7 @@ import torch  # noqa: E402
 from transformers import MarianTokenizer  # noqa: E402
 
 from hf_headsel import HeadSelMarianMTModel  # noqa: E402
-from hf_headsel.analysis import write_analysis  # noqa: E402
+from hf_headsel.analysis import ANALYSIS_NAME  # noqa: E402
 from hf_headsel.hub import write_model_card  # noqa: E402
 from headsel_recipes import RecipeResult, run  # noqa: E402
 from offline_corpus import LANGUAGES, CorpusConfig, build_corpus  # noqa: E402
@@ -57,7 +58,6 @@ SYSTEM_FLAGS = {
 }
 BASELINE_DIR = "shared_baseline"
 SCORING_DIR = "test_scores"
-ANALYSIS_DIR = "analysis"
 METRIC = MT.metric
 CORPUS_SPLITS = ("train", "test")
 DATASET_NAME = "hf-headsel offline corpus (gettext catalogs of Django, Wagtail, Sphinx, django-oscar, Horizon)"
@@ -291,15 +291,14 @@ def check_reload(settings: DemoSettings, model: HeadSelMarianMTModel) -> dict[st
     return {"sources": sources, **translations}
 
 
-def sharing_heatmap(model: HeadSelMarianMTModel, output_dir: Path) -> Path:
-    """Write the analysis (head-sharing and head-load heatmaps, `analysis.json`) into `output_dir/analysis`; returns
-    the head-sharing heatmap of the first component with several tasks (decoder self-attention here)."""
-    analysis_dir = output_dir / ANALYSIS_DIR
-    analysis = write_analysis(model, analysis_dir)
+def sharing_heatmap(output_dir: Path) -> Path:
+    """The head-sharing heatmap of the first component with several tasks (decoder self-attention here), from the
+    analysis the training run wrote beside the model (`analysis.json` and the plots)."""
+    analysis = json.loads((output_dir / ANALYSIS_NAME).read_text(encoding="utf-8"))
     components = [c for c, entry in analysis["components"].items() if len(entry["tasks"]) > 1]
     if not components:
         raise RuntimeError("the model selects heads in no component with several tasks: nothing to compare")
-    return analysis_dir / f"head_sharing_{components[0]}.png"
+    return output_dir / f"head_sharing_{components[0]}.png"
 
 
 def write_card(result: RecipeResult, settings: DemoSettings, heatmap: Path) -> Path:
@@ -349,10 +348,10 @@ def run_demo(settings: DemoSettings) -> dict:
         begun = time.perf_counter()
         results[system] = train_and_score(settings, system)
         seconds[system] = round(time.perf_counter() - begun, 1)
-    print("[4/4] reload check, head-sharing analysis, model card")
+    print("[4/4] reload check, model card")
     model = results["group"].trainer.model
     translations = check_reload(settings, model)
-    heatmap = sharing_heatmap(model, settings.output_dir)
+    heatmap = sharing_heatmap(settings.output_dir)
     card = write_card(results["group"], settings, heatmap)
     summary = {
         "task": "one-to-many MT (en->x), test set of every domain",
