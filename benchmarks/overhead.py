@@ -337,7 +337,18 @@ def train_step_calls(models: dict, inputs: dict, routing: dict) -> dict:
     return {system: call(system) for system in SYSTEMS}
 
 
-def benchmark(cfg: BenchConfig, device: torch.device, dtype: torch.dtype, log=print) -> list[Measurement]:
+def measurement_names(cfg: BenchConfig) -> list[str]:
+    """The names of the measurements [`benchmark`] runs, in table order."""
+    names = []
+    for kind in ("single", "mixed"):
+        names += [f"eval forward, {kind}-task", f"generate greedy, {kind}-task"]
+        names += [f"generate beam {cfg.num_beams}, {kind}-task"] if cfg.num_beams > 1 else []
+    return names + ["train step, mixed-task", "train step, single-task"]
+
+
+def benchmark(cfg: BenchConfig, device: torch.device, dtype: torch.dtype, log=print,
+              only: str | None = None) -> list[Measurement]:
+    """Run every measurement (or those whose name contains `only`) and return them in table order."""
     # Training steps change the weights, so training runs on copies and evaluation uses the originals.
     models = build_models(cfg, device, dtype)
     train_models = {name: copy.deepcopy(model) for name, model in models.items()}
@@ -364,6 +375,8 @@ def benchmark(cfg: BenchConfig, device: torch.device, dtype: torch.dtype, log=pr
                      train_step_calls(train_models, inputs, routing)))  # fmt: skip
     results = []
     for measurement, calls in plan:
+        if only and only not in measurement.name:
+            continue
         start = time.perf_counter()
         torch.manual_seed(0)
         results.append(run_measurement(measurement, calls, cfg, device))
@@ -417,6 +430,8 @@ def parse_args(argv=None) -> argparse.Namespace:
                         help="head-selection components (default: encoder_self decoder_self, the paper's)")
     parser.add_argument("--mixed-batch-projection", choices=["auto", "grouped", "gathered"],
                         help="how headsel projects mixed-task batches (default auto: gathered on CUDA, grouped on CPU)")
+    parser.add_argument("--only", metavar="TEXT",
+                        help='run only the measurements whose name contains TEXT, e.g. "eval forward, single"')
     parser.add_argument("--strict", action="store_true", help="exit with status 1 when a target is missed")
     return parser.parse_args(argv)
 
@@ -435,6 +450,8 @@ def main(argv=None) -> int:
         HeadSelectionAttentionMixin.mixed_batch_projection = args.mixed_batch_projection
     if cfg.repeats < 1 or cfg.warmup < 0:
         raise SystemExit("--repeats must be >= 1 and --warmup >= 0")
+    if args.only and not any(args.only in name for name in measurement_names(cfg)):
+        raise SystemExit(f"--only {args.only!r} matches no measurement; the measurements are {measurement_names(cfg)}")
 
     device = torch.device(args.device)
     if device.type == "cuda" and not torch.cuda.is_available():
@@ -459,7 +476,7 @@ def main(argv=None) -> int:
     del check_models
     print(f"all-candidates == headsel (logits, train loss and gradients): {json.dumps(equivalence)}", file=sys.stderr)
 
-    results = benchmark(cfg, device, dtype)
+    results = benchmark(cfg, device, dtype, only=args.only)
     table = format_table(results)
     print()
     print(

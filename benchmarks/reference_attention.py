@@ -24,20 +24,12 @@ from torch import nn
 from transformers.cache_utils import EncoderDecoderCache
 from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 
-from hf_headsel.head_selection import ROUTE_KWARGS, HeadSelectionAttentionMixin, route_from_kwargs
+from hf_headsel.head_selection import DRAWS_KWARG, LAYER_KWARGS, HeadSelectionAttentionMixin, route_from_kwargs
 from hf_headsel.modeling_headsel_marian import HeadSelMarianAttention
 
 
 class AllCandidatesMarianAttention(HeadSelMarianAttention):
     """[`HeadSelMarianAttention`] computing all `H'` candidate heads, then dropping the unselected ones."""
-
-    def _choice(self) -> tuple[torch.LongTensor, torch.Tensor | None]:
-        """The heads `[tasks, H]` of this layer and their gates (`None` in evaluation): the package's own rule, a
-        fresh Gumbel-sigmoid sample in training and `phi` otherwise."""
-        sample = self.training and self.selector.learned
-        return self.selector.layer_choice(
-            self.selection_layer, sample=sample, temperature=float(self.config.head_selection_temperature)
-        )
 
     def forward(
         self,
@@ -48,8 +40,9 @@ class AllCandidatesMarianAttention(HeadSelMarianAttention):
         **kwargs,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         route = route_from_kwargs(self.config, self.config.component_sides(self.component), kwargs, hidden_states)
-        heads, gates = self._choice()
-        kwargs = {key: value for key, value in kwargs.items() if key not in ROUTE_KWARGS}
+        # the package's own choice: the model's draw for this forward pass (a Gumbel-sigmoid sample in training)
+        heads, gates = self._layer_choice(kwargs.get(DRAWS_KWARG), hidden_states.device)
+        kwargs = {key: value for key, value in kwargs.items() if key not in LAYER_KWARGS}
         example_heads = heads.to(hidden_states.device)[route.ids]  # [batch, H]
         example_gates = None if gates is None else gates[route.ids]  # [batch, H]
 

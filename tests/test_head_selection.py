@@ -386,6 +386,46 @@ def test_gate_gradient_is_sigmoid_derivative_over_temperature():
     assert (grad <= 0.25 / 2.0 + 1e-7).all()  # max of y (1 - y) / tau
 
 
+@pytest.mark.parametrize("strategy", ["group", "subset", "task_specific"])
+def test_draw_covers_every_task_and_layer(strategy):
+    total = 12 if strategy == "task_specific" else 8
+    selector = HeadSelector(strategy, num_tasks=3, num_layers=2, heads=4, total_heads=total)
+    if selector.learned:
+        with torch.no_grad():
+            selector.logits.normal_()
+    deterministic = selector.draw(sample=False, temperature=5.0)
+    assert deterministic.gates is None
+    torch.testing.assert_close(deterministic.heads, selector.selected_heads())
+    sampled = selector.draw(sample=True, temperature=5.0)
+    assert sampled.heads.shape == (3, 2, 4)
+    for layer in range(2):
+        heads, gates = sampled.layer(layer)
+        torch.testing.assert_close(heads, sampled.heads[:, layer])
+        if selector.learned:
+            torch.testing.assert_close(gates, torch.ones(3, 4))
+        else:
+            assert gates is None and heads.tolist() == [[0, 1, 2, 3], [4, 5, 6, 7], [8, 9, 10, 11]]
+
+
+def test_training_forward_draws_once_per_component(family, monkeypatch):
+    # One Gumbel-sigmoid sample of all layers per forward pass, shared by the layers, not one per layer call.
+    model = family.model(head_selection_components=ALL_COMPONENTS)
+    calls, used = [], []
+    draw = HeadSelector.draw
+
+    def counting_draw(self, *args, **kwargs):
+        result = draw(self, *args, **kwargs)
+        calls.append(result)
+        return result
+
+    monkeypatch.setattr(HeadSelector, "draw", counting_draw)
+    model.train()
+    ids = dict(encoder_task_ids=torch.tensor([0, 1, 1, 0]), decoder_task_ids=torch.tensor([0, 2, 1, 2]))
+    model(**family.inputs(), labels=family.labels(), **ids).loss.backward()
+    assert len(calls) == len(ALL_COMPONENTS)
+    assert all(draw.gates is not None and draw.gates.requires_grad for draw in calls)
+
+
 def test_training_mode_resamples_and_eval_is_deterministic(family):
     model = family.model(head_selection_components=ALL_COMPONENTS)
     with torch.no_grad():

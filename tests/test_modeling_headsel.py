@@ -613,6 +613,36 @@ def test_out_of_range_ids_raise_naming_the_tasks(family, side, bad_id):
     assert all(task in str(error.value) for task in tasks)
 
 
+def test_task_route_lays_a_mixed_batch_out_task_by_task():
+    from hf_headsel.head_selection import TaskRoute
+
+    ids = torch.tensor([2, 0, 2, 1, 0, 2])
+    route = TaskRoute.build(ids, num_tasks=4)
+    assert route.tasks == (0, 1, 2) and route.sizes == (2, 1, 3) and route.single_task is None
+    assert ids[route.order].tolist() == [0, 0, 1, 2, 2, 2]
+    assert route.order[route.inverse].tolist() == list(range(6))
+    states = torch.arange(6.0)[:, None]
+    applied = route.per_task(states, lambda task, rows: rows * 10 + task)
+    torch.testing.assert_close(applied, states * 10 + ids[:, None].float())
+    single = TaskRoute.single(3, batch_size=2, device=torch.device("cpu"))
+    assert single.single_task == 3 and single.ids.tolist() == [3, 3] and single.order is None
+
+
+def test_an_id_tensor_is_routed_once_until_it_changes(family):
+    # generate passes the same id tensor at every step: its route is remembered, but an in-place change (even to an
+    # invalid id) is seen
+    model = family.model(head_selection_components=ALL_COMPONENTS).eval()
+    ids = torch.tensor([0, 2, 1, 2])
+    first = model.task_routes(ENCODER_IDS, ids, 4, ids.device)["decoder_task_ids"]
+    assert model.task_routes(ENCODER_IDS, ids, 4, ids.device)["decoder_task_ids"] is first
+    assert model.task_routes(ENCODER_IDS, ids.clone(), 4, ids.device)["decoder_task_ids"] is not first
+    ids[1] = 1
+    assert model.task_routes(ENCODER_IDS, ids, 4, ids.device)["decoder_task_ids"].ids.tolist() == [0, 1, 1, 2]
+    ids[1] = len(DECODER_TASKS)
+    with pytest.raises(ValueError, match="out of range"):
+        model.task_routes(ENCODER_IDS, ids, 4, ids.device)
+
+
 @pytest.mark.parametrize("side", ["encoder", "decoder"])
 @pytest.mark.parametrize(
     "bad_ids",

@@ -13,6 +13,7 @@ from .configuration_headsel_speech_to_text import HeadSelSpeech2TextConfig
 from .head_selection import (
     COMPONENTS,
     STRATEGIES,
+    HeadDraw,
     HeadSelectionConfigMixin,
     HeadSelector,
     HeadSelSeq2SeqLMOutput,
@@ -35,6 +36,7 @@ HeadSelSpeech2TextForConditionalGeneration.register_for_auto_class("AutoModelFor
 __all__ = [
     "COMPONENTS",
     "STRATEGIES",
+    "HeadDraw",
     "HeadSelMarianConfig",
     "HeadSelMarianMTModel",
     "HeadSelSeq2SeqLMOutput",

@@ -44,9 +44,4 @@ class TaskAdapters(nn.Module):
 
     def forward(self, hidden_states: torch.Tensor, route) -> torch.Tensor:
         """Each example through its own task's adapter; `route` is a `TaskRoute` of this adapter's tasks."""
-        if route.single_task is not None:
-            return self.adapt(hidden_states, route.single_task)
-        out = torch.empty_like(hidden_states)
-        for task, index in route.groups:
-            out = out.index_copy(0, index, self.adapt(hidden_states.index_select(0, index), task))
-        return out
+        return route.per_task(hidden_states, lambda task, examples: self.adapt(examples, task))

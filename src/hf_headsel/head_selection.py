@@ -38,6 +38,8 @@ TASK_TYPES = ("lang", "domain")
 CROSS_ATTENTION_TASK_KEYS = ("decoder", "encoder", "pair")
 SIDES = ("encoder", "decoder")
 ROUTE_KWARGS = ("encoder_task_ids", "decoder_task_ids")
+DRAWS_KWARG = "head_selection_draws"  # {component: HeadDraw} of one forward pass, passed down to the layers
+LAYER_KWARGS = (*ROUTE_KWARGS, DRAWS_KWARG)  # read by the head-selection layers, not passed on to attention functions
 ADAPTER_KEYS = ("direction", "task")
 
 # Initial logits: phi ~ U(log 0.01, log 1.0), as in the fairseq reference.
@@ -251,22 +253,27 @@ class HeadSelector(nn.Module):
         offsets = torch.arange(self.num_tasks, device=device)[:, None] * self.heads
         return offsets + torch.arange(self.heads, device=device)
 
-    def layer_choice(self, layer: int, sample: bool, temperature: float):
-        """The heads `[tasks, H]` of every task in `layer`, and their gates (`None` when deterministic).
+    def draw(self, sample: bool, temperature: float, device: torch.device | None = None) -> "HeadDraw":
+        """The heads of every task and layer, `[tasks, layers, H]`, and their gates (`None` when deterministic).
 
         With `sample=True` the scores are a Gumbel-sigmoid sample `y = sigmoid((phi + g1 - g2) / tau)`, redrawn on
         every call, and each selected head gets the straight-through gate `1 - y.detach() + y`: value 1, gradient
-        to `phi`. Otherwise the scores are `phi` itself and no gate is applied.
+        to `phi`. Otherwise the scores are `phi` itself and no gate is applied. The model draws once per forward
+        pass for all layers (a few kernels, not a few per layer).
         """
         if not self.learned:
-            return self.task_specific_heads(device=None if self.logits is None else self.logits.device), None
-        logits = self.logits[:, layer]
+            device = device if self.logits is None else self.logits.device
+            return HeadDraw(self.task_specific_heads(device)[:, None].expand(-1, self.num_layers, -1))
+        logits = self.logits
         if not sample:
-            return self.choose(logits), None
+            return HeadDraw(self.choose(logits.detach()))
         y = torch.sigmoid((logits + _gumbel_like(logits) - _gumbel_like(logits)) / temperature)
         heads = self.choose(y)
-        gates = 1.0 - y.detach() + y
-        return heads, gates.gather(-1, heads)
+        return HeadDraw(heads, (1.0 - y.detach() + y).gather(-1, heads))
+
+    def layer_choice(self, layer: int, sample: bool, temperature: float):
+        """The heads `[tasks, H]` of every task in `layer` and their gates: one layer of a fresh [`draw`]."""
+        return self.draw(sample, temperature).layer(layer)
 
     def selected_heads(self) -> torch.LongTensor:
         """The deterministic choice of every task and layer, `[tasks, layers, H]`."""
@@ -287,6 +294,19 @@ class HeadSelector(nn.Module):
         log_q, log_not_q = F.logsigmoid(logits), F.logsigmoid(-logits)
         kl = log_q.exp() * (log_q - math.log(prior)) + log_not_q.exp() * (log_not_q - math.log1p(-prior))
         return kl.mean(dim=(1, 2))
+
+
+@dataclass(frozen=True)
+class HeadDraw:
+    """The heads every task uses in every layer of one component, `[tasks, layers, H]`, for one forward pass, and
+    their straight-through gates (same shape; `None` when the choice is deterministic)."""
+
+    heads: torch.LongTensor
+    gates: torch.Tensor | None = None
+
+    def layer(self, layer: int) -> tuple[torch.LongTensor, torch.Tensor | None]:
+        """The heads `[tasks, H]` and gates of one layer."""
+        return self.heads[:, layer], None if self.gates is None else self.gates[:, layer]
 
 
 def _gumbel_like(tensor: torch.Tensor) -> torch.Tensor:
@@ -324,42 +344,65 @@ def _side(component: str) -> str:
 
 @dataclass(frozen=True)
 class TaskRoute:
-    """The task of every example in a batch, and the examples of every task present.
+    """The task of every example in a batch, and the batch laid out task by task.
 
-    `groups` holds `(task, example_indices)` pairs; `example_indices` is `None` when one task holds the whole batch,
-    so the common single-task batch costs what the stock model costs. Built once per forward pass (the only host
-    synchronisation routing needs) and passed down to the attention layers as a keyword argument.
+    `tasks` lists the tasks present, in ascending order, and `sizes` their example counts. For a batch that mixes
+    tasks, `order` sorts the examples by task (stable) and `inverse` undoes it; both are `None` when one task holds
+    the whole batch, so the common single-task batch costs what the stock model costs. Built once per forward pass
+    (the only host synchronisation routing needs) and passed down to the layers as a keyword argument.
     """
 
     ids: torch.LongTensor
-    groups: tuple[tuple[int, torch.LongTensor | None], ...]
+    tasks: tuple[int, ...]
+    sizes: tuple[int, ...]
+    order: torch.LongTensor | None = None
+    inverse: torch.LongTensor | None = None
+    task_index: torch.LongTensor | None = None  # `tasks` as a tensor on the ids' device (mixed batches)
 
     @classmethod
-    def build(cls, ids: torch.LongTensor, num_tasks: int) -> "TaskRoute":
-        counts = torch.bincount(ids, minlength=num_tasks).tolist()
-        present = [task for task, count in enumerate(counts) if count]
-        if len(present) == 1:
-            return cls(ids, ((present[0], None),))
+    def single(cls, task: int, batch_size: int, device: torch.device) -> "TaskRoute":
+        """Every example on `task`: no host synchronisation at all."""
+        return cls(torch.full((batch_size,), task, dtype=torch.long, device=device), (task,), (batch_size,))
+
+    @classmethod
+    def build(cls, ids: torch.LongTensor, num_tasks: int, counts: list[int] | None = None) -> "TaskRoute":
+        """The route of valid ids `[batch]` (`counts`: their per-task counts, if already on the host)."""
+        if counts is None:
+            counts = torch.bincount(ids, minlength=num_tasks).tolist()
+        tasks = tuple(task for task, count in enumerate(counts[:num_tasks]) if count)
+        sizes = tuple(counts[task] for task in tasks)
+        if len(tasks) <= 1:
+            return cls(ids, tasks or (0,), sizes or (0,))
         order = torch.argsort(ids, stable=True)
-        indices = order.split([counts[task] for task in present])
-        return cls(ids, tuple(zip(present, indices)))
+        inverse = torch.empty_like(order).index_copy_(0, order, torch.arange(len(order), device=order.device))
+        return cls(ids, tasks, sizes, order, inverse, torch.tensor(tasks, device=ids.device))
 
     @property
     def single_task(self) -> int | None:
-        return self.groups[0][0] if len(self.groups) == 1 else None
+        return self.tasks[0] if len(self.tasks) == 1 else None
+
+    def per_task(self, states: torch.Tensor, fn: Callable[[int, torch.Tensor], torch.Tensor]) -> torch.Tensor:
+        """`fn(task, examples)` applied to the examples (rows of `states`) of every task present, results put back
+        in batch order. One sort and one unsort per call, whatever the number of tasks."""
+        if self.single_task is not None:
+            return fn(self.single_task, states)
+        parts = states.index_select(0, self.order).split(self.sizes)
+        return torch.cat([fn(task, part) for task, part in zip(self.tasks, parts)]).index_select(0, self.inverse)
 
 
-def resolve_task_ids(
+def task_route(
     config: HeadSelectionConfigMixin,
     side: str,
     task_ids: torch.Tensor | Sequence[int] | int | str | None,
     batch_size: int,
     device: torch.device,
-) -> torch.LongTensor:
-    """Validate the task ids of one side, or fill in the default task; `ValueError` names the rule broken.
+) -> TaskRoute:
+    """Validate the task ids of one side, or fill in the default task, and route them; `ValueError` names the rule
+    broken.
 
     `task_ids` may be a `LongTensor[batch]`, a list of ids, one id, or a task name for the whole batch. When it is
-    omitted the side's default task is used, else its only task.
+    omitted the side's default task is used, else its only task. One id, a name or the default cost no host
+    synchronisation; a tensor costs one (validation and routing share it).
     """
     tasks = config.tasks(side)
     if task_ids is None:
@@ -375,7 +418,7 @@ def resolve_task_ids(
     if isinstance(task_ids, int):
         if not 0 <= task_ids < len(tasks):
             _raise_out_of_range(side, tasks, task_ids)
-        return torch.full((batch_size,), task_ids, dtype=torch.long, device=device)
+        return TaskRoute.single(task_ids, batch_size, device)
     task_ids = torch.as_tensor(task_ids, device=device)
     if task_ids.dtype.is_floating_point or task_ids.dtype.is_complex or task_ids.dtype == torch.bool:
         raise ValueError(f"{side}_task_ids must hold integer task indices, got dtype {task_ids.dtype}")
@@ -383,10 +426,15 @@ def resolve_task_ids(
         raise ValueError(
             f"{side}_task_ids must have shape [batch_size] = [{batch_size}], got {list(task_ids.shape)}"
         )
-    low, high = torch.stack(torch.aminmax(task_ids)).tolist() if batch_size else (0, 0)
-    if low < 0 or high >= len(tasks):
-        _raise_out_of_range(side, tasks, low if low < 0 else high)
-    return task_ids.long()
+    task_ids = task_ids.long()
+    # Counts per task plus one bin for out-of-range ids, read in the one synchronisation.
+    in_range = (task_ids >= 0) & (task_ids < len(tasks))
+    binned = torch.where(in_range, task_ids, len(tasks))
+    counts = torch.zeros(len(tasks) + 1, dtype=torch.long, device=device).index_add_(0, binned, torch.ones_like(binned))
+    counts = counts.tolist()
+    if counts[-1]:
+        _raise_out_of_range(side, tasks, task_ids[~in_range][0].item())
+    return TaskRoute.build(task_ids, len(tasks), counts)
 
 
 def task_names(
@@ -424,8 +472,11 @@ def keyed_route(config: HeadSelectionConfigMixin, sides: Sequence[str], routes: 
     """The route keyed by the tasks of `sides`: one side's route, or pairs `encoder * decoder_tasks + decoder`."""
     if len(sides) == 1:
         return routes[sides[0]]
-    pair = routes["encoder"].ids * len(config.decoder_tasks) + routes["decoder"].ids
-    return TaskRoute.build(pair, config.num_keys(sides))
+    encoder, decoder = routes["encoder"], routes["decoder"]
+    if encoder.single_task is not None and decoder.single_task is not None:
+        pair = encoder.single_task * len(config.decoder_tasks) + decoder.single_task
+        return TaskRoute.single(pair, len(encoder.ids), encoder.ids.device)
+    return TaskRoute.build(encoder.ids * len(config.decoder_tasks) + decoder.ids, config.num_keys(sides))
 
 
 def route_from_kwargs(config: HeadSelectionConfigMixin, sides: Sequence[str], kwargs: dict, reference: torch.Tensor):
@@ -438,8 +489,7 @@ def route_from_kwargs(config: HeadSelectionConfigMixin, sides: Sequence[str], kw
     for side in sides:
         value = kwargs.get(f"{side}_task_ids")
         if not isinstance(value, TaskRoute):
-            ids = resolve_task_ids(config, side, value, reference.shape[0], reference.device)
-            value = TaskRoute.build(ids, len(config.tasks(side)))
+            value = task_route(config, side, value, reference.shape[0], reference.device)
         routes[side] = value
     return keyed_route(config, sides, routes)
 
@@ -450,6 +500,10 @@ def route_from_kwargs(config: HeadSelectionConfigMixin, sides: Sequence[str], kw
 
 
 MIXED_BATCH_PROJECTIONS = ("auto", "grouped", "gathered")
+#: The parts of the query/key/value projection a call needs: all three from one input (self-attention), or the
+#: queries and the keys/values from different inputs (cross-attention). Rows of the stacked q/k/v weights, in units
+#: of one projection's rows.
+PARTS = {"qkv": (0, 3), "q": (0, 1), "kv": (1, 3)}
 
 
 class HeadSelectionAttentionMixin:
@@ -457,13 +511,15 @@ class HeadSelectionAttentionMixin:
 
     Mixed in before the stock attention class, so output capture (`output_attentions=True`) still recognises it.
     The query/key/value projections produce `H' * head_dim` features, candidate `h` owning rows
-    `h*head_dim .. (h+1)*head_dim - 1`. Each example projects only the `H` heads its task selects (the weight rows
-    are sliced per task, once per task in evaluation), attends with them like the stock layer, and the output
-    projection (`d_model x d_model`) sees them in slots `0 .. H-1`. The KV cache holds only the selected heads.
+    `h*head_dim .. (h+1)*head_dim - 1`. Each example projects only the `H` heads its task selects: the rows of the
+    three projections are gathered into one `[3 * H * head_dim, d_model]` matrix per task (once per task in
+    evaluation), so self-attention takes one matmul where the stock layer takes three. It attends with them like the
+    stock layer, and the output projection (`d_model x d_model`) sees them in slots `0 .. H-1`. The KV cache holds
+    only the selected heads.
     """
 
     eager_attention: Callable  # the stock family's eager attention function, set by the family module
-    #: How a batch that mixes tasks is projected (see [`_projections`]): `"grouped"` (one matmul per task present, on
+    #: How a batch that mixes tasks is projected (see [`_projector`]): `"grouped"` (one matmul per task present, on
     #: its examples and its heads' rows: the stock model's work), `"gathered"` (one matmul over all `H'` candidates,
     #: then each example gathers its heads), or `"auto"`: gathered on CUDA and for one-token decoding steps, grouped
     #: otherwise. Set it on the class or on a layer; single-task batches always project only their selected heads.
@@ -488,29 +544,37 @@ class HeadSelectionAttentionMixin:
         self._task_weights_cache.clear()
         return super()._apply(fn, *args, **kwargs)
 
-    # ---- weights of one task ----------------------------------------------------------------------------------
+    # ---- weights ----------------------------------------------------------------------------------------------
 
-    def _rows(self, heads: torch.LongTensor) -> torch.LongTensor:
-        """Projection rows of the candidate heads `heads` (`[H]`), slot by slot."""
-        return (heads[:, None] * self.head_dim + torch.arange(self.head_dim, device=heads.device)).flatten()
+    def _stacked_weights(self) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """The q, k and v weights (and biases) of all `H'` candidates stacked: `[3 * H' * head_dim, d_model]`."""
+        projections = (self.q_proj, self.k_proj, self.v_proj)
+        bias = None if self.q_proj.bias is None else torch.cat([p.bias for p in projections])
+        return torch.cat([p.weight for p in projections]), bias
 
-    def _slice_task_weights(self, heads: torch.LongTensor):
-        """(q weight, q bias, kv weight, kv bias) restricted to `heads`; key and value rows are stacked."""
-        rows = self._rows(heads.to(self.q_proj.weight.device))
+    def _task_weights(self, heads: torch.LongTensor) -> list[tuple[torch.Tensor, torch.Tensor | None]]:
+        """The stacked q/k/v weight and bias of each row of `heads` (`[tasks, H]`): `[3 * H * head_dim, d_model]`,
+        rows slot by slot. One gather for all the tasks, so training pays one scatter in the backward pass, not one
+        per task and projection."""
+        weight, bias = self._stacked_weights()
+        heads = heads.to(weight.device)
+        rows = heads[..., None] * self.head_dim + torch.arange(self.head_dim, device=weight.device)  # [tasks, H, hd]
+        rows = rows.flatten(-2)[:, None, :] + torch.arange(3, device=weight.device)[:, None] * self.q_proj.out_features
+        rows = rows.flatten(-2)  # [tasks, 3 * H * hd]: q rows, then k rows, then v rows
 
-        def take(linear: nn.Linear):
-            return linear.weight.index_select(0, rows), None if linear.bias is None else linear.bias.index_select(
-                0, rows
-            )
+        def take(tensor: torch.Tensor | None) -> list:
+            if tensor is None:
+                return [None] * len(heads)
+            return tensor.index_select(0, rows.flatten()).unflatten(0, rows.shape).unbind(0)
 
-        (wq, bq), (wk, bk), (wv, bv) = take(self.q_proj), take(self.k_proj), take(self.v_proj)
-        return wq, bq, torch.cat([wk, wv]), None if bk is None else torch.cat([bk, bv])
+        return list(zip(take(weight), take(bias)))
 
     def _weights_state(self) -> tuple:
-        """What the cached slices depend on: each source tensor (by identity) and its in-place version counter."""
+        """What the cached weights depend on: each source tensor (by identity) and its in-place version counter."""
         # Read through `_modules` / `_parameters`: this runs in every layer call, and `nn.Module.__getattr__` is slow.
-        projections = [self._modules[name]._parameters for name in ("q_proj", "k_proj", "v_proj")]
-        params = [p[kind] for kind in ("weight", "bias") for p in projections] + [self.selector.logits]
+        modules = self._modules
+        params = [modules[name]._parameters[kind] for name in ("q_proj", "k_proj", "v_proj") for kind in ("weight", "bias")]
+        params.append(self.selector.logits)
         return tuple((id(p), p._version) for p in params if p is not None)
 
     def _eval_cached(self, key, compute: Callable[[], object]):
@@ -530,19 +594,6 @@ class HeadSelectionAttentionMixin:
             self._task_weights_cache[key] = cached
         return cached[1]
 
-    def _layer_heads(self) -> tuple[torch.LongTensor, torch.Tensor | None]:
-        """The heads `[tasks, H]` of this layer and their gates: a fresh Gumbel-sigmoid sample in training, the
-        deterministic choice otherwise (cached in evaluation without autograd)."""
-        if not (self.training or torch.is_grad_enabled()):
-            return self._eval_cached("heads", lambda: self.selector.layer_choice(self.selection_layer, False, 1.0))
-        sample = self.training and self.selector.learned
-        temperature = float(self.config.head_selection_temperature)
-        return self.selector.layer_choice(self.selection_layer, sample=sample, temperature=temperature)
-
-    def _cached_task_weights(self, task: int):
-        """The deterministic weight slices of `task`, used without autograd (see [`_eval_cached`])."""
-        return self._eval_cached(task, lambda: self._slice_task_weights(self._layer_heads()[0][task]))
-
     def clear_task_weights_cache(self) -> None:
         self._task_weights_cache.clear()
 
@@ -550,37 +601,31 @@ class HeadSelectionAttentionMixin:
         self._task_weights_cache.clear()
         return super().train(mode)
 
-    def _task_weights_fn(self, route: TaskRoute) -> tuple[Callable[[int], tuple], torch.Tensor | None]:
-        """A function from task to its weight slices, and the per-example gates `[batch, H]` (`None` in eval).
+    # ---- the choice of heads ----------------------------------------------------------------------------------
 
-        In training the choice is redrawn on every call (Gumbel-sigmoid sample); without autograd the slices are
-        cached per task, so a decoding step costs what the stock model's does.
+    def _uses_eval_cache(self) -> bool:
+        return not (self.training or torch.is_grad_enabled())
+
+    def _layer_choice(self, draws: dict | None, device: torch.device) -> tuple[torch.LongTensor, torch.Tensor | None]:
+        """The heads `[tasks, H]` of this layer and their gates (`None` when deterministic).
+
+        From the draw the model made for this forward pass (`head_selection_draws`, one Gumbel-sigmoid sample of all
+        layers in training); without one (a layer called directly), drawn here by the same rule. Cached in
+        evaluation without autograd.
         """
-        if not (self.training or torch.is_grad_enabled()):
-            return self._cached_task_weights, None
-        heads, gates = self._layer_heads()
-        sliced = {}
+        if draws is not None:
+            return draws[self.component].layer(self.selection_layer)
+        if self._uses_eval_cache():
+            return self._eval_cached("heads", lambda: self.selector.draw(False, 1.0, device).layer(self.selection_layer))
+        sample = self.training and self.selector.learned
+        draw = self.selector.draw(sample, float(self.config.head_selection_temperature), device)
+        return draw.layer(self.selection_layer)
 
-        def task_weights(task: int):
-            if task not in sliced:
-                sliced[task] = self._slice_task_weights(heads[task])
-            return sliced[task]
+    def _cached_task_weights(self, task: int, device: torch.device) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """The deterministic stacked q/k/v weight and bias of `task`, for evaluation without autograd."""
+        return self._eval_cached(task, lambda: self._task_weights(self._layer_choice(None, device)[0][task : task + 1])[0])
 
-        return task_weights, None if gates is None else gates[route.ids]
-
-    # ---- routing ----------------------------------------------------------------------------------------------
-
-    def _project(self, states: torch.Tensor, route: TaskRoute, weights: Callable[[int], tuple]) -> torch.Tensor:
-        """`states @ W_task^T + b_task` for every example, one matmul per task present in the batch."""
-        if route.single_task is not None:
-            return F.linear(states, *weights(route.single_task))
-        out = None
-        for task, index in route.groups:
-            part = F.linear(states.index_select(0, index), *weights(task))
-            if out is None:
-                out = part.new_empty(states.shape[0], *part.shape[1:])
-            out = out.index_copy(0, index, part)
-        return out
+    # ---- projections ------------------------------------------------------------------------------------------
 
     def _gathers_mixed_batches(self, states: torch.Tensor) -> bool:
         mode = self.mixed_batch_projection
@@ -590,36 +635,52 @@ class HeadSelectionAttentionMixin:
         # beats one group of kernels per task; otherwise grouped does the stock model's arithmetic.
         return mode == "gathered" or (mode == "auto" and (states.device.type == "cuda" or states.shape[-2] == 1))
 
-    def _projections(self, route: TaskRoute, states: torch.Tensor):
-        """Functions giving the queries and the (keys, values) of the selected heads, `[batch, time, H, head_dim]`,
-        and the per-example gates `[batch, H]` (`None` without sampling).
+    def _projector(self, route: TaskRoute, states: torch.Tensor, draws: dict | None):
+        """A function `project(x, part)` giving the selected heads' queries, keys and/or values of `x` (`part` in
+        [`PARTS`]), each `[batch, time, H, head_dim]`, and the gates (`[H]` or `[batch, H]`; `None` without
+        sampling).
 
         A single-task batch (and, with `mixed_batch_projection="grouped"`, every batch) projects only the selected
         heads' weight rows, one matmul per task present. `"gathered"` projects a mixed batch onto all `H'`
         candidates and gathers each example's `H` heads: `H'/H` times the projection work, but a fixed number of
         kernels and no loop over tasks, which is what counts where small kernels are launch-bound (CUDA).
         """
-        split = partial(torch.Tensor.unflatten, dim=-1, sizes=(-1, self.head_dim))
-        if route.single_task is not None or not self._gathers_mixed_batches(states):
-            task_weights, gates = self._task_weights_fn(route)
+        cached = self._uses_eval_cache()
+        heads = gates = None
+        if not cached:
+            heads, gates = self._layer_choice(draws, states.device)
+        if gates is not None:
+            gates = gates[route.single_task] if route.single_task is not None else gates[route.ids]
+        if route.single_task is None and self._gathers_mixed_batches(states):
+            if cached:
+                heads = self._layer_choice(None, states.device)[0]
+            weight, bias = self._eval_cached("all", self._stacked_weights) if cached else self._stacked_weights()
+            return partial(self._project_gathered, weight=weight, bias=bias, example_heads=heads[route.ids]), gates
+        if cached:
+            weights = partial(self._cached_task_weights, device=states.device)
+        else:
+            present = heads[route.tasks[0] : route.tasks[0] + 1] if route.task_index is None else heads[route.task_index]
+            weights = dict(zip(route.tasks, self._task_weights(present))).__getitem__
+        return partial(self._project_grouped, route=route, weights=weights), gates
 
-            def queries(x):
-                return split(self._project(x, route, lambda task: task_weights(task)[:2]))
+    def _project_grouped(self, x: torch.Tensor, part: str, route: TaskRoute, weights: Callable[[int], tuple]):
+        """`x @ W_task^T + b_task` on the rows of `part`, one matmul per task present in the batch."""
+        start, stop = (index * self.num_heads * self.head_dim for index in PARTS[part])
 
-            def keys_values(x):
-                return tuple(map(split, self._project(x, route, lambda task: task_weights(task)[2:]).chunk(2, -1)))
+        def project(task: int, examples: torch.Tensor) -> torch.Tensor:
+            weight, bias = weights(task)
+            return F.linear(examples, weight[start:stop], None if bias is None else bias[start:stop])
 
-            return queries, keys_values, gates
-        heads, gates = self._layer_heads()
-        example_heads = heads.to(states.device)[route.ids]  # [batch, H]
+        return route.per_task(x, project).unflatten(-1, (-1, self.num_heads, self.head_dim)).unbind(-3)
 
-        def gathered(linear: nn.Linear, x: torch.Tensor) -> torch.Tensor:
-            candidates = split(F.linear(x, linear.weight, linear.bias))  # [batch, time, H', head_dim]
-            index = example_heads[:, None, :, None].expand(-1, candidates.shape[1], -1, self.head_dim)
-            return candidates.gather(2, index)
-
-        return (partial(gathered, self.q_proj), lambda x: (gathered(self.k_proj, x), gathered(self.v_proj, x)),
-                None if gates is None else gates[route.ids])
+    def _project_gathered(self, x: torch.Tensor, part: str, weight: torch.Tensor, bias: torch.Tensor | None,
+                          example_heads: torch.LongTensor):
+        """All `H'` candidates of `part`, then each example's heads `example_heads` (`[batch, H]`) gathered."""
+        start, stop = (index * self.total_heads * self.head_dim for index in PARTS[part])
+        candidates = F.linear(x, weight[start:stop], None if bias is None else bias[start:stop])
+        candidates = candidates.unflatten(-1, (-1, self.total_heads, self.head_dim))  # [batch, time, n, H', hd]
+        index = example_heads[:, None, None, :, None].expand(*candidates.shape[:3], -1, self.head_dim)
+        return candidates.gather(3, index).unbind(-3)
 
     # ---- forward ----------------------------------------------------------------------------------------------
 
@@ -633,11 +694,16 @@ class HeadSelectionAttentionMixin:
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """Input shape: Batch x Time x Channel. Mirrors the stock attention, heads chosen per example."""
         route = route_from_kwargs(self.config, self.config.component_sides(self.component), kwargs, hidden_states)
-        kwargs = {key: value for key, value in kwargs.items() if key not in ROUTE_KWARGS}
-        queries, keys_values, gates = self._projections(route, hidden_states)
+        project, gates = self._projector(route, hidden_states, kwargs.get(DRAWS_KWARG))
+        kwargs = {key: value for key, value in kwargs.items() if key not in LAYER_KWARGS}
 
         is_cross_attention = key_value_states is not None
-        query_states = queries(hidden_states).transpose(1, 2)
+        key_states = value_states = None
+        if is_cross_attention:
+            (query_states,) = project(hidden_states, "q")
+        else:  # queries, keys and values in one matmul
+            query_states, key_states, value_states = project(hidden_states, "qkv")
+        query_states = query_states.transpose(1, 2)
 
         is_updated = False
         if past_key_values is not None:
@@ -650,12 +716,13 @@ class HeadSelectionAttentionMixin:
             else:
                 curr_past_key_values = past_key_values
 
-        current_states = key_value_states if is_cross_attention else hidden_states
         if is_cross_attention and past_key_values is not None and is_updated:
             key_states = curr_past_key_values.layers[self.layer_idx].keys
             value_states = curr_past_key_values.layers[self.layer_idx].values
         else:
-            key_states, value_states = (states.transpose(1, 2) for states in keys_values(current_states))
+            if is_cross_attention:
+                key_states, value_states = project(key_value_states, "kv")
+            key_states, value_states = key_states.transpose(1, 2), value_states.transpose(1, 2)
             if past_key_values is not None:
                 key_states, value_states = curr_past_key_values.update(key_states, value_states, self.layer_idx)
                 if is_cross_attention and isinstance(past_key_values, EncoderDecoderCache):
@@ -674,8 +741,8 @@ class HeadSelectionAttentionMixin:
             scaling=self.scaling,
             **kwargs,
         )
-        if gates is not None:  # [batch, time, H, head_dim] * [batch, 1, H, 1]
-            attn_output = attn_output * gates[:, None, :, None].to(attn_output.dtype)
+        if gates is not None:  # [batch, time, H, head_dim] * [batch or 1, 1, H, 1]
+            attn_output = attn_output * gates[..., None, :, None].to(attn_output.dtype)
         attn_output = attn_output.reshape(*hidden_states.shape[:-1], -1).contiguous()
         attn_output = self.out_proj(attn_output)
         return attn_output, attn_weights
@@ -843,16 +910,37 @@ class HeadSelectionModelMixin:
     # ---- forward helpers --------------------------------------------------------------------------------------
 
     def task_routes(self, encoder_task_ids, decoder_task_ids, batch_size: int, device: torch.device) -> dict:
-        """Validate the ids of both sides once and return them as [`TaskRoute`] keyword arguments."""
+        """The keyword arguments that route a forward pass through the layers: the ids of both sides, validated once,
+        as [`TaskRoute`]s, and (unless evaluating without autograd, where the layers cache their choice) the
+        [`HeadDraw`] of every component: one Gumbel-sigmoid sample of all layers per forward pass in training."""
         config = self.config
         routes = {}
+        if self.training or torch.is_grad_enabled():
+            temperature = float(config.head_selection_temperature)
+            routes[DRAWS_KWARG] = {
+                component: selector.draw(self.training and selector.learned, temperature, device)
+                for component, selector in self.head_selection.items()
+            }
         for side, ids in (("encoder", encoder_task_ids), ("decoder", decoder_task_ids)):
-            if isinstance(ids, TaskRoute):
-                routes[f"{side}_task_ids"] = ids
-                continue
-            ids = resolve_task_ids(config, side, ids, batch_size, device)
-            routes[f"{side}_task_ids"] = TaskRoute.build(ids, len(config.tasks(side)))
+            if not isinstance(ids, TaskRoute):
+                ids = self._remembered_route(side, ids, batch_size, device)
+            routes[f"{side}_task_ids"] = ids
         return routes
+
+    def _remembered_route(self, side: str, ids, batch_size: int, device: torch.device) -> TaskRoute:
+        """[`task_route`], remembered for the id tensor of the last call: `generate` passes the same tensor at every
+        decoding step, which then costs no validation and no host synchronisation."""
+        memo = self.__dict__.setdefault("_route_memo", {})
+        if isinstance(ids, torch.Tensor):
+            remembered = memo.get(side)
+            # the tensor itself is kept in the memo, so its id cannot be reused; `_version` catches in-place writes
+            if remembered is not None and remembered[0] is ids and remembered[1] == ids._version:
+                route = remembered[2]
+                if route.ids.shape[0] == batch_size and route.ids.device == device:
+                    return route
+        route = task_route(self.config, side, ids, batch_size, device)
+        memo[side] = (ids, ids._version, route) if isinstance(ids, torch.Tensor) else None
+        return route
 
     def head_selection_kl(self, routes: dict, labels: torch.LongTensor) -> torch.Tensor:
         """The batch KL: per component, the mean of the task KLs weighted by each task's target tokens."""
