@@ -38,6 +38,7 @@ demo: setup
 
 bench: setup
 	$(PY) benchmarks/overhead.py
+	$(PY) benchmarks/op_count.py
 
 experiment: setup
 	$(PY) training/run_experiment.py $(EXPERIMENT)

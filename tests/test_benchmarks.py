@@ -31,3 +31,30 @@ def test_overhead_only_must_match_a_measurement(monkeypatch):
     monkeypatch.setattr(overhead, "build_models", lambda *args: pytest.fail("built models for a bad --only"))
     with pytest.raises(SystemExit, match="matches no measurement"):
         overhead.main(["--quick", "--only", "no such measurement"])
+
+
+def test_op_count_counts_the_operations_that_do_work():
+    import op_count
+    import torch
+
+    linear = torch.nn.Linear(4, 3)
+    x, index = torch.randn(2, 4), torch.tensor([[0], [1]])
+    counts = op_count.count_ops(lambda: linear(x).view(3, 2).t().gather(0, index))
+    # linear -> its addmm (or what addmm calls), view and t launch nothing, gather allocates and then works
+    assert counts["aten::gather"] == 1
+    assert sum(counts.values()) == 2
+    assert not any(name in op_count.NO_KERNEL for name in counts)
+
+
+def test_single_task_inference_launches_no_more_operations_than_the_stock_model():
+    # DESIGN.md section 5: a batch of one task costs what the stock model costs. On a launch-bound GPU that cost is
+    # the number of kernels: count them (deterministic) on the benchmark's tiny configuration.
+    import op_count
+    import torch
+
+    cfg = overhead.BenchConfig(**overhead.QUICK)
+    models = overhead.build_models(cfg, torch.device("cpu"), torch.float32)
+    calls = op_count.measurements(cfg, models, models, mixed=False)
+    for name in ("eval forward", f"generate greedy ({cfg.max_new_tokens} tokens)"):
+        stock, headsel = (sum(op_count.count_ops(calls[name][system]).values()) for system in ("stock", "headsel"))
+        assert headsel <= stock, (name, headsel, stock)

@@ -304,9 +304,15 @@ class HeadDraw:
     heads: torch.LongTensor
     gates: torch.Tensor | None = None
 
+    def __post_init__(self):
+        # one view per layer, taken at once: the backward pass then stacks one gradient instead of accumulating one
+        # zero-padded gradient per layer
+        layer_gates = None if self.gates is None else self.gates.unbind(1)
+        object.__setattr__(self, "_layer_gates", layer_gates)
+
     def layer(self, layer: int) -> tuple[torch.LongTensor, torch.Tensor | None]:
         """The heads `[tasks, H]` and gates of one layer."""
-        return self.heads[:, layer], None if self.gates is None else self.gates[:, layer]
+        return self.heads[:, layer], None if self._layer_gates is None else self._layer_gates[layer]
 
 
 def _gumbel_like(tensor: torch.Tensor) -> torch.Tensor:
@@ -557,17 +563,27 @@ class HeadSelectionAttentionMixin:
         rows slot by slot. One gather for all the tasks, so training pays one scatter in the backward pass, not one
         per task and projection."""
         weight, bias = self._stacked_weights()
-        heads = heads.to(weight.device)
-        rows = heads[..., None] * self.head_dim + torch.arange(self.head_dim, device=weight.device)  # [tasks, H, hd]
-        rows = rows.flatten(-2)[:, None, :] + torch.arange(3, device=weight.device)[:, None] * self.q_proj.out_features
-        rows = rows.flatten(-2)  # [tasks, 3 * H * hd]: q rows, then k rows, then v rows
+        rows = (heads.to(weight.device)[:, None, :, None] * self.head_dim + self._row_offsets(weight.device))
+        rows = rows.flatten(1)  # [tasks, 3 * H * head_dim]
 
         def take(tensor: torch.Tensor | None) -> list:
             if tensor is None:
                 return [None] * len(heads)
+            if len(heads) == 1:
+                return [tensor.index_select(0, rows[0])]
             return tensor.index_select(0, rows.flatten()).unflatten(0, rows.shape).unbind(0)
 
         return list(zip(take(weight), take(bias)))
+
+    def _row_offsets(self, device: torch.device) -> torch.LongTensor:
+        """`[3, 1, head_dim]`: the row of dimension `d` of head `h` in projection `p` (q, k, v = 0, 1, 2) of the
+        stacked weights is `p * H' * head_dim + h * head_dim + d`; this holds `p * H' * head_dim + d`. Made once
+        per device."""
+        offsets = self.__dict__.setdefault("_row_offsets_by_device", {})
+        if device not in offsets:
+            projection = torch.arange(3, device=device)[:, None, None] * self.q_proj.out_features
+            offsets[device] = projection + torch.arange(self.head_dim, device=device)
+        return offsets[device]
 
     def _weights_state(self) -> tuple:
         """What the cached weights depend on: each source tensor (by identity) and its in-place version counter."""
@@ -645,23 +661,33 @@ class HeadSelectionAttentionMixin:
         candidates and gathers each example's `H` heads: `H'/H` times the projection work, but a fixed number of
         kernels and no loop over tasks, which is what counts where small kernels are launch-bound (CUDA).
         """
-        cached = self._uses_eval_cache()
-        heads = gates = None
-        if not cached:
-            heads, gates = self._layer_choice(draws, states.device)
-        if gates is not None:
+        # without autograd in evaluation, the choice and the weights come from the layer's cache
+        heads, gates = (None, None) if self._uses_eval_cache() else self._layer_choice(draws, states.device)
+        if gates is not None:  # one task's gates broadcast over the batch, else one row per example
             gates = gates[route.single_task] if route.single_task is not None else gates[route.ids]
         if route.single_task is None and self._gathers_mixed_batches(states):
-            if cached:
-                heads = self._layer_choice(None, states.device)[0]
-            weight, bias = self._eval_cached("all", self._stacked_weights) if cached else self._stacked_weights()
-            return partial(self._project_gathered, weight=weight, bias=bias, example_heads=heads[route.ids]), gates
-        if cached:
-            weights = partial(self._cached_task_weights, device=states.device)
-        else:
-            present = heads[route.tasks[0] : route.tasks[0] + 1] if route.task_index is None else heads[route.task_index]
-            weights = dict(zip(route.tasks, self._task_weights(present))).__getitem__
+            return self._gathered_projector(route, heads, states.device), gates
+        weights = self._weights_by_task(route, heads, states.device)
         return partial(self._project_grouped, route=route, weights=weights), gates
+
+    def _weights_by_task(self, route: TaskRoute, heads: torch.LongTensor | None, device: torch.device) -> Callable:
+        """task -> its stacked q/k/v weight and bias: from the cache (`heads=None`), or gathered for every task of
+        `route` at once from `heads` (`[tasks, H]`)."""
+        if heads is None:
+            return partial(self._cached_task_weights, device=device)
+        first = route.tasks[0]
+        present = heads[first : first + 1] if route.task_index is None else heads[route.task_index]
+        return dict(zip(route.tasks, self._task_weights(present))).__getitem__
+
+    def _gathered_projector(self, route: TaskRoute, heads: torch.LongTensor | None, device: torch.device):
+        """`project(x, part)` over all `H'` candidates, each example gathering its task's heads (`heads=None`: the
+        cached choice and stacked weights)."""
+        if heads is None:
+            heads = self._layer_choice(None, device)[0]
+            weight, bias = self._eval_cached("all", self._stacked_weights)
+        else:
+            weight, bias = self._stacked_weights()
+        return partial(self._project_gathered, weight=weight, bias=bias, example_heads=heads[route.ids])
 
     def _project_grouped(self, x: torch.Tensor, part: str, route: TaskRoute, weights: Callable[[int], tuple]):
         """`x @ W_task^T + b_task` on the rows of `part`, one matmul per task present in the batch."""
@@ -669,7 +695,9 @@ class HeadSelectionAttentionMixin:
 
         def project(task: int, examples: torch.Tensor) -> torch.Tensor:
             weight, bias = weights(task)
-            return F.linear(examples, weight[start:stop], None if bias is None else bias[start:stop])
+            if part != "qkv":  # slicing all rows would still cost a copy in the backward pass
+                weight, bias = weight[start:stop], None if bias is None else bias[start:stop]
+            return F.linear(examples, weight, bias)
 
         return route.per_task(x, project).unflatten(-1, (-1, self.num_heads, self.head_dim)).unbind(-3)
 
@@ -677,7 +705,9 @@ class HeadSelectionAttentionMixin:
                           example_heads: torch.LongTensor):
         """All `H'` candidates of `part`, then each example's heads `example_heads` (`[batch, H]`) gathered."""
         start, stop = (index * self.total_heads * self.head_dim for index in PARTS[part])
-        candidates = F.linear(x, weight[start:stop], None if bias is None else bias[start:stop])
+        if part != "qkv":
+            weight, bias = weight[start:stop], None if bias is None else bias[start:stop]
+        candidates = F.linear(x, weight, bias)
         candidates = candidates.unflatten(-1, (-1, self.total_heads, self.head_dim))  # [batch, time, n, H', hd]
         index = example_heads[:, None, None, :, None].expand(*candidates.shape[:3], -1, self.head_dim)
         return candidates.gather(3, index).unbind(-3)

@@ -1,0 +1,122 @@
+# Copyright 2026 The hf-headsel authors. Licensed under the Apache License, Version 2.0.
+"""How many kernels head selection adds: ATen compute ops per call, the stock model against head selection.
+
+On a GPU at small and medium sizes a model is launch-bound: its time is the number of kernels it launches (and the
+host synchronisations between them), not their arithmetic. Counting the ATen operations that do work gives that
+number without a GPU and without timing noise: the same models and inputs as `benchmarks/overhead.py`, one call of
+each measurement under `torch.profiler`, counting the *leaf* ATen operations (those that call no other ATen
+operation that counts) except the ones that launch no kernel (views, allocations, metadata). On CUDA each counted operation is
+about one kernel launch (a few, such as fused attention, launch more; the optimizer is the same for both systems).
+The counts are deterministic, so a change that adds or removes kernels shows here exactly.
+
+    python benchmarks/op_count.py                # the standard configuration of overhead.py
+    python benchmarks/op_count.py --quick        # the tiny one (same counts per layer, fewer layers)
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import sys
+from pathlib import Path
+
+import torch
+from torch.profiler import ProfilerActivity, profile
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from overhead import (  # noqa: E402
+    QUICK,
+    BenchConfig,
+    build_models,
+    eval_forward_calls,
+    generate_calls,
+    make_inputs,
+    train_step_calls,
+)
+
+from hf_headsel.head_selection import HeadSelectionAttentionMixin  # noqa: E402
+
+SYSTEMS = ("stock", "headsel")
+#: Leaf ATen operations that launch no kernel: views, allocations and metadata.
+NO_KERNEL = frozenset(
+    f"aten::{name}"
+    for name in (
+        "view", "_unsafe_view", "_reshape_alias", "as_strided", "alias", "detach", "lift_fresh", "t", "transpose",
+        "permute", "expand", "unsqueeze", "squeeze", "slice", "select", "narrow", "split", "split_with_sizes", "unbind",
+        "unflatten", "flatten", "reshape", "chunk", "empty", "empty_strided", "empty_like", "new_empty",
+        "new_empty_strided", "resize_", "set_", "result_type", "is_nonzero", "_local_scalar_dense", "item",
+        "resolve_conj", "resolve_neg", "_has_compatible_shallow_copy_type", "is_same_size", "_to_copy", "to",
+    )
+)  # fmt: skip
+
+
+def count_ops(run) -> collections.Counter:
+    """The kernel-launching ATen operations of one call of `run` (after one untimed call): an operation counts when
+    it launches kernels itself, that is when it is not a view or allocation and none of the ATen operations it
+    calls counts (so `linear` counts as its `addmm`, and `gather`, which only allocates through ATen, as itself)."""
+    run()
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        run()
+    counted = collections.Counter()
+
+    def visit(event) -> bool:  # whether `event` or an ATen operation below it counts
+        below = [visit(child) for child in event.cpu_children]  # visit every child: they may count themselves
+        if any(below):
+            return True
+        if event.name.startswith("aten::") and event.name not in NO_KERNEL:
+            counted[event.name] += 1
+            return True
+        return False
+
+    for event in prof.events():
+        if event.cpu_parent is None:
+            visit(event)
+    return counted
+
+
+def measurements(cfg: BenchConfig, models: dict, train_models: dict, mixed: bool) -> dict:
+    """`{name: {system: run}}` for one batch kind, as overhead.py builds them."""
+    torch.manual_seed(10 + mixed)
+    inputs, routing = make_inputs(cfg, cfg.batch_size, mixed, torch.device("cpu"), labels=False)
+    calls = {"eval forward": eval_forward_calls(models, inputs, routing)}
+    torch.manual_seed(20 + mixed)
+    inputs, routing = make_inputs(cfg, cfg.gen_batch_size, mixed, torch.device("cpu"), labels=False)
+    inputs.pop("decoder_input_ids")
+    calls[f"generate greedy ({cfg.max_new_tokens} tokens)"] = generate_calls(models, inputs, routing, cfg, 1)
+    torch.manual_seed(30 + mixed)
+    inputs, routing = make_inputs(cfg, cfg.batch_size, mixed, torch.device("cpu"), labels=True)
+    calls["train step"] = train_step_calls(train_models, inputs, routing)
+    return calls
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="the tiny configuration of overhead.py --quick")
+    parser.add_argument("--verbose", action="store_true", help="list the operations head selection adds or removes")
+    args = parser.parse_args(argv)
+    cfg = BenchConfig(**(QUICK if args.quick else {}))
+    torch.set_num_threads(1)
+    models = build_models(cfg, torch.device("cpu"), torch.float32)
+    train_models = build_models(cfg, torch.device("cpu"), torch.float32)
+    print(f"Marian, d_model {cfg.d_model}, {cfg.layers}+{cfg.layers} layers, H = {cfg.heads}, H' = {cfg.total_heads} "
+          f"({', '.join(cfg.components)}), {cfg.encoder_tasks}+{cfg.decoder_tasks} tasks. Kernel-launching ATen ops "
+          "per call (the train step includes the AdamW update).")  # fmt: skip
+    print("\n| measurement | batch | projection | stock | head selection | ratio |\n|---|---|---|---:|---:|---:|")
+    for mixed in (False, True):
+        for mode in ("grouped", "gathered") if mixed else ("auto",):
+            HeadSelectionAttentionMixin.mixed_batch_projection = mode
+            for name, calls in measurements(cfg, models, train_models, mixed).items():
+                counts = {system: count_ops(calls[system]) for system in SYSTEMS}
+                stock, headsel = (sum(counts[system].values()) for system in SYSTEMS)
+                kind = "mixed" if mixed else "single"
+                print(f"| {name} | {kind} | {mode if mixed else '-'} | {stock} | {headsel} | {headsel / stock:.2f} |")
+                if args.verbose:
+                    delta = counts["headsel"].copy()
+                    delta.subtract(counts["stock"])
+                    print("|  |  |  |  | " + ", ".join(f"{op[6:]} {n:+d}" for op, n in delta.most_common() if n) + " |")
+    HeadSelectionAttentionMixin.mixed_batch_projection = "auto"
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
