@@ -11,6 +11,7 @@ The counts are deterministic, so a change that adds or removes kernels shows her
 
     python benchmarks/op_count.py                # the standard configuration of overhead.py
     python benchmarks/op_count.py --quick        # the tiny one (same counts per layer, fewer layers)
+    python benchmarks/op_count.py --tasks 2 4 8 16   # how the count grows with the tasks in a mixed batch
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from __future__ import annotations
 import argparse
 import collections
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import torch
@@ -89,19 +91,11 @@ def measurements(cfg: BenchConfig, models: dict, train_models: dict, mixed: bool
     return calls
 
 
-def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--quick", action="store_true", help="the tiny configuration of overhead.py --quick")
-    parser.add_argument("--verbose", action="store_true", help="list the operations head selection adds or removes")
-    args = parser.parse_args(argv)
-    cfg = BenchConfig(**(QUICK if args.quick else {}))
-    torch.set_num_threads(1)
+def count_table(cfg: BenchConfig, verbose: bool = False) -> list[str]:
+    """Markdown rows `| measurement | batch | projection | stock | head selection | ratio |` for one configuration."""
     models = build_models(cfg, torch.device("cpu"), torch.float32)
     train_models = build_models(cfg, torch.device("cpu"), torch.float32)
-    print(f"Marian, d_model {cfg.d_model}, {cfg.layers}+{cfg.layers} layers, H = {cfg.heads}, H' = {cfg.total_heads} "
-          f"({', '.join(cfg.components)}), {cfg.encoder_tasks}+{cfg.decoder_tasks} tasks. Kernel-launching ATen ops "
-          "per call (the train step includes the AdamW update).")  # fmt: skip
-    print("\n| measurement | batch | projection | stock | head selection | ratio |\n|---|---|---|---:|---:|---:|")
+    rows = []
     for mixed in (False, True):
         for mode in ("grouped", "gathered") if mixed else ("auto",):
             HeadSelectionAttentionMixin.mixed_batch_projection = mode
@@ -109,12 +103,34 @@ def main(argv=None) -> int:
                 counts = {system: count_ops(calls[system]) for system in SYSTEMS}
                 stock, headsel = (sum(counts[system].values()) for system in SYSTEMS)
                 kind = "mixed" if mixed else "single"
-                print(f"| {name} | {kind} | {mode if mixed else '-'} | {stock} | {headsel} | {headsel / stock:.2f} |")
-                if args.verbose:
+                rows.append(f"| {name} | {kind} | {mode if mixed else '-'} | {stock} | {headsel} | {headsel / stock:.2f} |")
+                if verbose:
                     delta = counts["headsel"].copy()
                     delta.subtract(counts["stock"])
-                    print("|  |  |  |  | " + ", ".join(f"{op[6:]} {n:+d}" for op, n in delta.most_common() if n) + " |")
+                    rows.append("|  |  |  |  | " + ", ".join(f"{op[6:]} {n:+d}" for op, n in delta.most_common() if n) + " |")
     HeadSelectionAttentionMixin.mixed_batch_projection = "auto"
+    return rows
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="the tiny configuration of overhead.py --quick")
+    parser.add_argument("--tasks", type=int, nargs="+", metavar="T",
+                        help="count at each number of tasks per side (a mixed batch holds min(T, batch size) tasks)")
+    parser.add_argument("--verbose", action="store_true", help="list the operations head selection adds or removes")
+    args = parser.parse_args(argv)
+    if args.tasks and min(args.tasks) < 1:
+        raise SystemExit("--tasks must be >= 1")
+    base = BenchConfig(**(QUICK if args.quick else {}))
+    torch.set_num_threads(1)
+    print(f"Marian, d_model {base.d_model}, {base.layers}+{base.layers} layers, H = {base.heads}, H' = "
+          f"{base.total_heads} ({', '.join(base.components)}). Kernel-launching ATen ops per call (the train step "
+          "includes the AdamW update).")  # fmt: skip
+    for tasks in args.tasks or [None]:
+        cfg = base if tasks is None else replace(base, encoder_tasks=tasks, decoder_tasks=tasks)
+        print(f"\n{cfg.encoder_tasks} + {cfg.decoder_tasks} tasks\n")
+        print("| measurement | batch | projection | stock | head selection | ratio |\n|---|---|---|---:|---:|---:|")
+        print("\n".join(count_table(cfg, args.verbose)), flush=True)
     return 0
 
 

@@ -58,3 +58,15 @@ def test_single_task_inference_launches_no_more_operations_than_the_stock_model(
     for name in ("eval forward", f"generate greedy ({cfg.max_new_tokens} tokens)"):
         stock, headsel = (sum(op_count.count_ops(calls[name][system]).values()) for system in ("stock", "headsel"))
         assert headsel <= stock, (name, headsel, stock)
+
+
+def test_op_count_sweeps_the_number_of_tasks(capsys):
+    import op_count
+
+    op_count.main(["--quick", "--tasks", "2"])
+    out = capsys.readouterr().out
+    assert "2 + 2 tasks" in out
+    rows = [line for line in out.splitlines() if line.startswith("| ") and not line.startswith("| measurement")]
+    assert len(rows) == 9  # 3 calls x (single, mixed grouped, mixed gathered)
+    with pytest.raises(SystemExit, match="--tasks must be >= 1"):
+        op_count.main(["--quick", "--tasks", "0"])
