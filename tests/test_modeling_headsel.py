@@ -864,3 +864,16 @@ def test_generate_accepts_task_ids_as_lists_with_beam_search(family):
                        **kwargs),
         model.generate(**family.inputs(), **MIXED, **kwargs),
     )
+
+
+def test_one_task_by_name_or_int_equals_its_id_tensor(family):
+    model = mixed_model(family, "group")
+    batch = family.inputs()["attention_mask"].shape[0]
+    encoder, decoder = ENCODER_TASKS[1], DECODER_TASKS[2]
+    as_tensors = dict(encoder_task_ids=torch.full((batch,), 1), decoder_task_ids=torch.full((batch,), 2))
+    for ids in (dict(encoder_task_ids=encoder, decoder_task_ids=decoder), dict(encoder_task_ids=1, decoder_task_ids=2)):
+        torch.testing.assert_close(forward_logits(model, family.inputs(), family.decoder_input_ids(), **ids),
+                                   forward_logits(model, family.inputs(), family.decoder_input_ids(), **as_tensors))
+        kwargs = dict(num_beams=3, max_new_tokens=5)
+        torch.testing.assert_close(model.generate(**family.inputs(), **ids, **kwargs),
+                                   model.generate(**family.inputs(), **as_tensors, **kwargs))
