@@ -5,9 +5,9 @@ On a GPU at small and medium sizes a model is launch-bound: its time is the numb
 host synchronisations between them), not their arithmetic. Counting the ATen operations that do work gives that
 number without a GPU and without timing noise: the same models and inputs as `benchmarks/overhead.py`, one call of
 each measurement under `torch.profiler`, counting the *leaf* ATen operations (those that call no other ATen
-operation that counts) except the ones that launch no kernel (views, allocations, metadata). On CUDA each counted operation is
-about one kernel launch (a few, such as fused attention, launch more; the optimizer is the same for both systems).
-The counts are deterministic, so a change that adds or removes kernels shows here exactly.
+operation that counts) except the ones that launch no kernel (views, allocations, metadata). On CUDA each counted
+operation is about one kernel launch (a few, such as fused attention, launch more; the optimizer is the same for
+both systems). The counts are deterministic, so a change that adds or removes kernels shows here exactly.
 
     python benchmarks/op_count.py                # the standard configuration of overhead.py
     python benchmarks/op_count.py --quick        # the tiny one (same counts per layer, fewer layers)
@@ -103,11 +103,13 @@ def count_table(cfg: BenchConfig, verbose: bool = False) -> list[str]:
                 counts = {system: count_ops(calls[system]) for system in SYSTEMS}
                 stock, headsel = (sum(counts[system].values()) for system in SYSTEMS)
                 kind = "mixed" if mixed else "single"
-                rows.append(f"| {name} | {kind} | {mode if mixed else '-'} | {stock} | {headsel} | {headsel / stock:.2f} |")
+                projection = mode if mixed else "-"
+                rows.append(f"| {name} | {kind} | {projection} | {stock} | {headsel} | {headsel / stock:.2f} |")
                 if verbose:
                     delta = counts["headsel"].copy()
                     delta.subtract(counts["stock"])
-                    rows.append("|  |  |  |  | " + ", ".join(f"{op[6:]} {n:+d}" for op, n in delta.most_common() if n) + " |")
+                    changes = ", ".join(f"{op[6:]} {n:+d}" for op, n in delta.most_common() if n)
+                    rows.append(f"|  |  |  |  | {changes} |")
     HeadSelectionAttentionMixin.mixed_batch_projection = "auto"
     return rows
 

@@ -410,7 +410,7 @@ def test_draw_covers_every_task_and_layer(strategy):
 def test_training_forward_draws_once_per_component(family, monkeypatch):
     # One Gumbel-sigmoid sample of all layers per forward pass, shared by the layers, not one per layer call.
     model = family.model(head_selection_components=ALL_COMPONENTS)
-    calls, used = [], []
+    calls = []
     draw = HeadSelector.draw
 
     def counting_draw(self, *args, **kwargs):

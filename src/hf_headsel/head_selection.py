@@ -543,7 +543,10 @@ class HeadSelectionAttentionMixin:
         self.__dict__["_task_weights_cache"] = {}
 
     def extra_repr(self) -> str:
-        return f"component={self.component}, layer={self.selection_layer}, heads={self.num_heads}, total_heads={self.total_heads}"
+        return (
+            f"component={self.component}, layer={self.selection_layer}, heads={self.num_heads}, "
+            f"total_heads={self.total_heads}"
+        )
 
     def _apply(self, fn, *args, **kwargs):
         # `.to()`, `.half()`, `.cuda()`: the cached weight slices belong to the old tensors.
@@ -589,7 +592,8 @@ class HeadSelectionAttentionMixin:
         """What the cached weights depend on: each source tensor (by identity) and its in-place version counter."""
         # Read through `_modules` / `_parameters`: this runs in every layer call, and `nn.Module.__getattr__` is slow.
         modules = self._modules
-        params = [modules[name]._parameters[kind] for name in ("q_proj", "k_proj", "v_proj") for kind in ("weight", "bias")]
+        projections = ("q_proj", "k_proj", "v_proj")
+        params = [modules[name]._parameters[kind] for name in projections for kind in ("weight", "bias")]
         params.append(self.selector.logits)
         return tuple((id(p), p._version) for p in params if p is not None)
 
@@ -632,14 +636,19 @@ class HeadSelectionAttentionMixin:
         if draws is not None:
             return draws[self.component].layer(self.selection_layer)
         if self._uses_eval_cache():
-            return self._eval_cached("heads", lambda: self.selector.draw(False, 1.0, device).layer(self.selection_layer))
+            layer = self.selection_layer
+            return self._eval_cached("heads", lambda: self.selector.draw(False, 1.0, device).layer(layer))
         sample = self.training and self.selector.learned
         draw = self.selector.draw(sample, float(self.config.head_selection_temperature), device)
         return draw.layer(self.selection_layer)
 
     def _cached_task_weights(self, task: int, device: torch.device) -> tuple[torch.Tensor, torch.Tensor | None]:
         """The deterministic stacked q/k/v weight and bias of `task`, for evaluation without autograd."""
-        return self._eval_cached(task, lambda: self._task_weights(self._layer_choice(None, device)[0][task : task + 1])[0])
+        def compute():
+            heads = self._layer_choice(None, device)[0]
+            return self._task_weights(heads[task : task + 1])[0]
+
+        return self._eval_cached(task, compute)
 
     # ---- projections ------------------------------------------------------------------------------------------
 
@@ -888,7 +897,8 @@ class HeadSelectionModelMixin:
         """
         # lists must become tensors for `generate` to expand them to batch x beams
         encoder_task_ids, decoder_task_ids = (
-            torch.as_tensor(ids) if isinstance(ids, (list, tuple)) else ids for ids in (encoder_task_ids, decoder_task_ids)
+            torch.as_tensor(ids) if isinstance(ids, (list, tuple)) else ids
+            for ids in (encoder_task_ids, decoder_task_ids)
         )
         encoder_uses_decoder_tasks = "decoder" in self.config.adapter_sides("encoder") and self.config.task_adapter_dim
         if encoder_uses_decoder_tasks and kwargs.get("encoder_outputs") is None:
