@@ -261,8 +261,7 @@ class HeadSelector(nn.Module):
         to `phi`. Otherwise the scores are `phi` itself and no gate is applied. The model draws once per forward
         pass for all layers (a few kernels, not a few per layer).
         """
-        if not self.learned:
-            device = device if self.logits is None else self.logits.device
+        if not self.learned:  # nothing to sample: `sample` is ignored
             return HeadDraw(self.task_specific_heads(device)[:, None].expand(-1, self.num_layers, -1))
         logits = self.logits
         if not sample:
@@ -638,8 +637,7 @@ class HeadSelectionAttentionMixin:
         if self._uses_eval_cache():
             layer = self.selection_layer
             return self._eval_cached("heads", lambda: self.selector.draw(False, 1.0, device).layer(layer))
-        sample = self.training and self.selector.learned
-        draw = self.selector.draw(sample, float(self.config.head_selection_temperature), device)
+        draw = self.selector.draw(self.training, float(self.config.head_selection_temperature), device)
         return draw.layer(self.selection_layer)
 
     def _cached_task_weights(self, task: int, device: torch.device) -> tuple[torch.Tensor, torch.Tensor | None]:
@@ -698,25 +696,24 @@ class HeadSelectionAttentionMixin:
             weight, bias = self._stacked_weights()
         return partial(self._project_gathered, weight=weight, bias=bias, example_heads=heads[route.ids])
 
+    def _part_rows(self, weight: torch.Tensor, bias: torch.Tensor | None, part: str, heads: int):
+        """The rows of `part` of a stacked q/k/v weight and bias holding `heads` heads per projection."""
+        if part == "qkv":  # all of them: a full-range slice would still cost a copy in the backward pass
+            return weight, bias
+        start, stop = (index * heads * self.head_dim for index in PARTS[part])
+        return weight[start:stop], None if bias is None else bias[start:stop]
+
     def _project_grouped(self, x: torch.Tensor, part: str, route: TaskRoute, weights: Callable[[int], tuple]):
         """`x @ W_task^T + b_task` on the rows of `part`, one matmul per task present in the batch."""
-        start, stop = (index * self.num_heads * self.head_dim for index in PARTS[part])
-
         def project(task: int, examples: torch.Tensor) -> torch.Tensor:
-            weight, bias = weights(task)
-            if part != "qkv":  # slicing all rows would still cost a copy in the backward pass
-                weight, bias = weight[start:stop], None if bias is None else bias[start:stop]
-            return F.linear(examples, weight, bias)
+            return F.linear(examples, *self._part_rows(*weights(task), part, self.num_heads))
 
         return route.per_task(x, project).unflatten(-1, (-1, self.num_heads, self.head_dim)).unbind(-3)
 
     def _project_gathered(self, x: torch.Tensor, part: str, weight: torch.Tensor, bias: torch.Tensor | None,
                           example_heads: torch.LongTensor):
         """All `H'` candidates of `part`, then each example's heads `example_heads` (`[batch, H]`) gathered."""
-        start, stop = (index * self.total_heads * self.head_dim for index in PARTS[part])
-        if part != "qkv":
-            weight, bias = weight[start:stop], None if bias is None else bias[start:stop]
-        candidates = F.linear(x, weight, bias)
+        candidates = F.linear(x, *self._part_rows(weight, bias, part, self.total_heads))
         candidates = candidates.unflatten(-1, (-1, self.total_heads, self.head_dim))  # [batch, time, n, H', hd]
         index = example_heads[:, None, None, :, None].expand(*candidates.shape[:3], -1, self.head_dim)
         return candidates.gather(3, index).unbind(-3)
@@ -958,7 +955,7 @@ class HeadSelectionModelMixin:
         if self.training or torch.is_grad_enabled():
             temperature = float(config.head_selection_temperature)
             routes[DRAWS_KWARG] = {
-                component: selector.draw(self.training and selector.learned, temperature, device)
+                component: selector.draw(self.training, temperature, device)
                 for component, selector in self.head_selection.items()
             }
         for side, ids in (("encoder", encoder_task_ids), ("decoder", decoder_task_ids)):
