@@ -20,7 +20,12 @@ from headsel_recipes.arguments import HeadSelectionArguments, parse_arguments
 from headsel_recipes.audio import AudioError, SpecAugment, read_audio, resample
 from headsel_recipes.collator import Seq2SeqCollator
 from headsel_recipes.metrics import TaskMetrics, corpus_wer, normalize_for_wer
-from headsel_recipes.modeling import average_checkpoints, init_encoder_from, parse_config_overrides
+from headsel_recipes.modeling import (
+    average_checkpoints,
+    init_encoder_from,
+    parse_config_overrides,
+    scratch_config_keywords,
+)
 from headsel_recipes.sampling import TemperatureSampler, task_sampling_probabilities
 from headsel_recipes.trainer import HeadSelLoss, TemperatureScheduleCallback, label_smoothed_nll, temperature_at
 
@@ -206,6 +211,15 @@ def test_arguments_flags_lists_and_defaults(tmp_path):
 
 
 # ---- model building -----------------------------------------------------------------------------------------------
+
+def test_models_from_scratch_initialise_with_fairseq_scale():
+    keywords = scratch_config_keywords({"d_model": 64, "vocab_size": 100})
+    assert keywords["init_std"] == 0.125
+    assert scratch_config_keywords({"d_model": 64, "init_std": 0.02})["init_std"] == 0.02  # a user's value wins
+    model = HeadSelS2T(HeadSelSpeech2TextConfig(**{**keywords, "encoder_layers": 1, "decoder_layers": 1,
+                                                    "encoder_ffn_dim": 32, "decoder_ffn_dim": 32}))
+    assert model.model.decoder.embed_tokens.weight.std().item() == pytest.approx(0.125, rel=0.1)
+
 
 def test_init_encoder_from_copies_encoder_and_selector_rows(tmp_path):
     common = dict(vocab_size=30, d_model=16, encoder_layers=1, decoder_layers=1, encoder_attention_heads=2,

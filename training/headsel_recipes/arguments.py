@@ -48,7 +48,8 @@ class ModelArguments:
     config_overrides: str | None = field(
         default=None,
         metadata={"help": "Comma-separated `key=value` overrides of the model config, e.g. "
-                          "'d_model=64,encoder_layers=2'. Values are parsed as JSON when they can be."},
+                          "'d_model=64,encoder_layers=2'. Values are parsed as JSON when they can be. From scratch, "
+                          "init_std defaults to d_model ** -0.5 (fairseq's initialisation), not 0.02."},
     )
     tokenizer_name: str | None = field(
         default=None, metadata={"help": "A tokenizer folder. Default: the checkpoint's, else one trained on the data."}
