@@ -142,3 +142,21 @@ def test_text_rows_skipped_and_counted(tmp_path):
     assert prepared["group"] == ["en-de", "en-fr", "de-en", "en-de"]
     assert prepared["encoder_task_ids"] == [1, 1, 0, 1] and prepared["decoder_task_ids"] == [0, 2, 1, 0]
     assert all(labels[-1] == tokenizer.eos_token_id for labels in prepared["labels"])
+
+
+def test_evaluation_splits_cut_long_text_instead_of_skipping_it(tmp_path):
+    rows = text_rows(4, seed=0)
+    rows[1] = {**rows[1], "source": " ".join(["the cat"] * 40), "target": " ".join(["die Katze"] * 40)}
+    data = load(MT, tmp_path, train_file=[str(write_jsonl(tmp_path / "t.jsonl", rows))])["train"]
+    tokenizer = train_marian_tokenizer(list(data["source_text"]) + list(data["target_text"]), vocab_size=60)
+    ctx = PrepareContext(MT, "lang", ["de", "en"], ["de", "en", "fr"], tokenizer, max_source_length=20,
+                         max_target_length=40)
+    _, train_report = prepare_split(data, "train", ctx)
+    assert train_report.skipped == {"target_too_long": 1}  # checked first
+    prepared, report = prepare_split(data, "test", ctx)
+    assert report.skipped == {} and len(prepared) == 4
+    long_row = prepared[1]
+    assert len(long_row["input_ids"]) == 20 and long_row["input_ids"][-1] == tokenizer.eos_token_id
+    assert len(long_row["labels"]) == 40 and long_row["labels"][-1] == tokenizer.eos_token_id
+    assert long_row["reference"] == rows[1]["target"]  # scored against the whole reference
+    assert prepared[0]["input_ids"] == tokenizer(data[0]["source_text"])["input_ids"]  # short rows untouched

@@ -176,10 +176,14 @@ class DataArguments:
     source_lang: str | None = field(default=None, metadata={"help": "Source language of rows that give none."})
     target_lang: str | None = field(default=None, metadata={"help": "Target language of rows that give none."})
     domain: str | None = field(default=None, metadata={"help": "Domain of rows that give none."})
-    max_duration_in_seconds: float = field(default=60.0, metadata={"help": "Longer audio is skipped (counted)."})
-    min_duration_in_seconds: float = field(default=0.0, metadata={"help": "Shorter audio is skipped (counted)."})
-    max_source_length: int = field(default=1024, metadata={"help": "Longer MT sources (tokens) are skipped."})
-    max_target_length: int = field(default=1024, metadata={"help": "Longer targets (tokens) are skipped."})
+    max_duration_in_seconds: float = field(
+        default=60.0, metadata={"help": "Longer training audio is skipped (counted); evaluation splits keep it."})
+    min_duration_in_seconds: float = field(
+        default=0.0, metadata={"help": "Shorter training audio is skipped (counted); evaluation splits keep it."})
+    max_source_length: int = field(
+        default=1024, metadata={"help": "Longer MT sources (tokens) are skipped in training, cut in evaluation."})
+    max_target_length: int = field(
+        default=1024, metadata={"help": "Longer targets (tokens) are skipped in training, cut in evaluation."})
     sampling_alpha: float = field(
         default=1.0,
         metadata={"help": "Temperature-based resampling of training tasks: p(task) ∝ n_task^alpha (1.0: the data "

@@ -9,12 +9,13 @@ training because of one bad row. The reasons:
 * `unknown_language` / `unknown_domain`: a language (domain) the model has no task for;
 * `empty_source` / `empty_target`: no text;
 * `source_too_long` / `target_too_long`: more tokens than `--max_source_length` / `--max_target_length` (capped by
-  the model's positions);
+  the model's positions); training splits only: evaluation splits cut such text to the limit (keeping `</s>`), as
+  the Transformers examples do, so that every test sentence is scored (against its full reference);
 * `unreadable_audio`: the audio cannot be read or decoded;
 * `empty_audio`: no samples, or too short for one feature frame;
 * `invalid_audio`: features that are not finite (e.g. digital silence: variance normalization divides by 0);
-* `audio_too_short` / `audio_too_long`: outside `--min_duration_in_seconds` / `--max_duration_in_seconds` (or more
-  frames than the model's positions).
+* `audio_too_short` / `audio_too_long`: outside `--min_duration_in_seconds` / `--max_duration_in_seconds` (training
+  splits only), or more frames than the model's positions (every split).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from __future__ import annotations
 import json
 import logging
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -51,6 +52,8 @@ class PrepareContext:
     min_duration: float = 0.0
     max_duration: float = float("inf")
     target_lang_token: bool = False
+    # an evaluation split: text over the length limits is cut, not skipped, and the duration limits do not apply
+    truncate: bool = False
 
     def output_features(self) -> Features:
         """The schema of a prepared split (fixed, so that skipped rows with empty inputs never change the types)."""
@@ -102,11 +105,18 @@ def prepare_example(row: dict, ctx: PrepareContext) -> dict:
 def _prepare_target(row: dict, ctx: PrepareContext, out: dict) -> str:
     if not row["target_text"]:
         return "empty_target"
-    labels = ctx.tokenizer(text_target=row["target_text"])["input_ids"]
-    if len(labels) > ctx.max_target_length:
+    labels = _fit(ctx.tokenizer(text_target=row["target_text"])["input_ids"], ctx.max_target_length, ctx.truncate)
+    if labels is None:
         return "target_too_long"
     out["labels"] = labels
     return ""
+
+
+def _fit(ids: list[int], limit: int, truncate: bool) -> list[int] | None:
+    """`ids` within `limit` tokens: as they are, cut to the limit keeping the final `</s>` (`truncate`), or `None`."""
+    if len(ids) <= limit:
+        return ids
+    return ids[:limit - 1] + ids[-1:] if truncate else None
 
 
 def _prepare_text(row: dict, ctx: PrepareContext, out: dict) -> str:
@@ -115,8 +125,8 @@ def _prepare_text(row: dict, ctx: PrepareContext, out: dict) -> str:
         return "empty_source"
     if ctx.target_lang_token:
         source = f"{lang_token(row['target_lang'])} {source}"
-    input_ids = ctx.tokenizer(source)["input_ids"]
-    if len(input_ids) > ctx.max_source_length:
+    input_ids = _fit(ctx.tokenizer(source)["input_ids"], ctx.max_source_length, ctx.truncate)
+    if input_ids is None:
         return "source_too_long"
     out["input_ids"], out["length"] = input_ids, len(input_ids)
     return ""
@@ -131,9 +141,9 @@ def _prepare_speech(row: dict, ctx: PrepareContext, out: dict) -> str:
     samples = audio.features if audio.features is not None else audio.waveform
     if samples is None or samples.shape[0] == 0:
         return "empty_audio"
-    if audio.duration > ctx.max_duration:
+    if audio.duration > ctx.max_duration and not ctx.truncate:
         return "audio_too_long"
-    if audio.duration < ctx.min_duration:
+    if audio.duration < ctx.min_duration and not ctx.truncate:
         return "audio_too_short"
     try:
         features = extract_features(audio, ctx.feature_extractor)
@@ -179,10 +189,11 @@ class SplitReport:
 def prepare_split(
     dataset: Dataset, split: str, ctx: PrepareContext, num_proc: int | None = None, overwrite_cache: bool = False
 ) -> tuple[Dataset, SplitReport]:
-    """Prepare every row of a standardized split, count the skip reasons, and drop the skipped rows."""
+    """Prepare every row of a standardized split, count the skip reasons, and drop the skipped rows. Splits other
+    than `train` are evaluation splits: over-long text is cut, not skipped (see the module docstring)."""
     prepared = dataset.map(
         prepare_example,
-        fn_kwargs={"ctx": ctx},
+        fn_kwargs={"ctx": replace(ctx, truncate=split != "train")},
         remove_columns=dataset.column_names,
         features=ctx.output_features(),
         num_proc=num_proc,
