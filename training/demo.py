@@ -57,7 +57,6 @@ SYSTEM_FLAGS = {
     "shared": {"shared_baseline": True, "target_lang_token": True},
 }
 BASELINE_DIR = "shared_baseline"
-SCORING_DIR = "test_scores"
 METRIC = MT.metric
 CORPUS_SPLITS = ("train", "test")
 DATASET_NAME = "hf-headsel offline corpus (gettext catalogs of Django, Wagtail, Sphinx, django-oscar, Horizon)"
@@ -158,15 +157,11 @@ def system_dir(settings: DemoSettings, system: str) -> Path:
     return settings.output_dir if system == "group" else settings.output_dir / BASELINE_DIR
 
 
-def scoring_dir(settings: DemoSettings, system: str) -> Path:
-    """Where a system's test scores and predictions go."""
-    return system_dir(settings, system) / SCORING_DIR
-
-
 def training_flags(settings: DemoSettings, system: str) -> dict:
-    """The MT recipe flags that train one system: identical data, model size, budget and seeds, plus the system's
-    own. Training batches group examples of similar length (random batches of these UI strings are mostly padding);
-    pairs longer than `max_tokens` are skipped and counted."""
+    """The MT recipe flags that train one system and score it on the whole test set: identical data, model size,
+    budget and seeds, plus the system's own. Training batches group examples of similar length (random batches of
+    these UI strings are mostly padding); training pairs longer than `max_tokens` are skipped and counted, test
+    sources longer than that are cut (every test sentence is scored, against its whole reference)."""
     return {
         "output_dir": str(system_dir(settings, system)), "do_train": True,
         "train_file": [str(p) for lang in settings.languages for p in corpus_files(settings.corpus_dir, "train", lang)],
@@ -175,22 +170,11 @@ def training_flags(settings: DemoSettings, system: str) -> dict:
         "learning_rate": settings.learning_rate, "warmup_steps": settings.warmup_steps,
         "seed": settings.seed, "data_seed": settings.seed, "train_sampling_strategy": "group_by_length",
         "max_source_length": settings.max_tokens, "max_target_length": settings.max_tokens,
-        "logging_steps": max(1, settings.max_steps // 10), "save_strategy": "no",
-        **common_flags(settings), **SYSTEM_FLAGS[system], **settings.extra_flags,
-    }
-
-
-def scoring_flags(settings: DemoSettings, system: str) -> dict:
-    """The MT recipe flags that score a trained system on the whole test set (a run of its own: the Trainer would
-    also batch the test set by length, in an order the scores cannot be matched with)."""
-    own = {key: value for key, value in SYSTEM_FLAGS[system].items() if key in ("shared_baseline", "target_lang_token")}
-    return {
-        "output_dir": str(scoring_dir(settings, system)), "model_name_or_path": str(system_dir(settings, system)),
-        "do_predict": True, "encoder_tasks": ["en"], "decoder_tasks": sorted(settings.languages),
+        "logging_steps": max(1, settings.max_steps // 10), "save_strategy": "no", "do_predict": True,
         "test_file": [str(p) for lang in settings.languages for p in corpus_files(settings.corpus_dir, "test", lang)],
         "generation_num_beams": settings.num_beams, "generation_max_length": settings.max_length,
         "per_device_eval_batch_size": 128, "bootstrap_resamples": settings.bootstrap_resamples,
-        **common_flags(settings), **own,
+        **common_flags(settings), **SYSTEM_FLAGS[system], **settings.extra_flags,
     }
 
 
@@ -210,13 +194,12 @@ def run_recipe(flags: dict) -> RecipeResult:
 
 
 def train_and_score(settings: DemoSettings, system: str) -> RecipeResult:
-    """Train one system, then score it; returns the scoring run (its model is the saved one). Prints how many
-    examples each split kept (and why the others were skipped)."""
-    reports = run_recipe(training_flags(settings, system)).reports
-    scored = run_recipe(scoring_flags(settings, system))
-    for report in [*reports, *scored.reports]:
+    """Train and score one system in one recipe run. Prints how many examples each split kept (and why the others
+    were skipped)."""
+    result = run_recipe(training_flags(settings, system))
+    for report in result.reports:
         print(f"  {SYSTEM_TITLES[system]}, {report.summary()}")
-    return scored
+    return result
 
 
 def scores_of(predict_metrics: dict, metric: str = METRIC) -> dict:
@@ -357,7 +340,7 @@ def run_demo(settings: DemoSettings) -> dict:
         "task": "one-to-many MT (en->x), test set of every domain",
         "metric": METRIC,
         "confidence": f"bootstrap 95% intervals, {settings.bootstrap_resamples} resamples of the test sentences",
-        "test_sentences": sentences_per_task(scoring_dir(settings, "group") / "generated_predictions.jsonl"),
+        "test_sentences": sentences_per_task(system_dir(settings, "group") / "generated_predictions.jsonl"),
         **{system: scores_of(results[system].metrics["predict"]) for system in SYSTEMS},
         "settings": {k: str(v) if isinstance(v, Path) else v for k, v in asdict(settings).items()},
         "reloaded_translations": translations,
