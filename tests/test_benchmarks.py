@@ -70,3 +70,33 @@ def test_op_count_sweeps_the_number_of_tasks(capsys):
     assert len(rows) == 9  # 3 calls x (single, mixed grouped, mixed gathered)
     with pytest.raises(SystemExit, match="--tasks must be >= 1"):
         op_count.main(["--quick", "--tasks", "0"])
+
+
+def write_run(folder: Path, predict_metrics: dict, rows: list[tuple[str, str, str]]) -> None:
+    folder.mkdir(parents=True)
+    (folder / "predict_results.json").write_text(json.dumps(predict_metrics))
+    lines = [json.dumps({"id": str(i), "group": g, "reference": r, "prediction": p}) for i, (g, r, p) in enumerate(rows)]
+    (folder / "generated_predictions.jsonl").write_text("\n".join(lines) + "\n")
+
+
+def test_quality_tables_score_characters_per_task_and_average_over_seeds(tmp_path):
+    import quality_tables
+    import sacrebleu
+
+    rows = [("en-de", "Das ist gut.", "Das ist gut."), ("en-fr", "C'est bon.", "bon"), ("en-fr", "Oui.", "Non.")]
+    write_run(tmp_path / "mt" / "runs" / "group" / "seed1", {"predict_loss": 4.0, "predict_bleu": 1.0}, rows)
+    write_run(tmp_path / "mt" / "runs" / "group" / "seed2", {"predict_loss": 5.0, "predict_bleu": 1.0}, rows[:1])
+    scores = quality_tables.run_scores(tmp_path / "mt" / "runs" / "group" / "seed1")
+    french = sacrebleu.corpus_chrf(["bon", "Non."], [["C'est bon.", "Oui."]]).score
+    assert scores["en-de"] == pytest.approx(100.0) and scores["en-fr"] == pytest.approx(french)
+    assert scores["AVG"] == pytest.approx((100.0 + french) / 2) and scores["loss"] == 4.0
+    table = quality_tables.supplementary_table(tmp_path / "mt")
+    assert "| group | 2 | 4.50 ± 0.71 |" in table and "chrF ↑" in table
+
+    # WER experiments get CER, after the WER normalisation (case and punctuation do not count)
+    write_run(tmp_path / "asr" / "runs" / "shared" / "seed1", {"predict_loss": 3.0, "predict_wer": 50.0},
+              [("de", "Guten Tag!", "guten tag"), ("de", "abcd", "abxd")])
+    assert quality_tables.run_scores(tmp_path / "asr" / "runs" / "shared" / "seed1")["de"] == pytest.approx(100 / 13)
+    with pytest.raises(ValueError, match="no finished run"):
+        (tmp_path / "empty" / "runs" / "x").mkdir(parents=True)
+        quality_tables.supplementary_table(tmp_path / "empty")

@@ -1,0 +1,103 @@
+# Copyright 2026 The hf-headsel authors. Licensed under the Apache License, Version 2.0.
+"""Supplementary quality tables of finished experiments: test cross-entropy and a character-level score.
+
+    python benchmarks/quality_tables.py outputs/benchmark/mt_one_to_many outputs/benchmark/asr_multilingual [...]
+
+The runner's tables (`training/run_experiment.py`) hold the papers' metrics, WER and BLEU. Early in training, while
+hypotheses are mostly wrong words, those sit near their floor (WER >= 100, BLEU < 1) and barely order the systems.
+Two finer measures do, from what every run already wrote:
+
+* the test loss (`predict_loss` in `predict_results.json`: nats per target token; plain cross-entropy when label
+  smoothing and the KL weight are 0, as in the benchmark files);
+* chrF (sacrebleu's character n-gram F-score, for BLEU experiments) or CER (character error rate in percent after
+  the WER normalisation, for WER experiments), computed from `generated_predictions.jsonl` per task and averaged
+  over the tasks like the runner's AVG column.
+
+Cells: mean ± sample standard deviation over the seeds found in `runs/<system>/seed*/`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+import jiwer
+import sacrebleu
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "training"))
+from headsel_recipes.metrics import normalize_for_wer  # noqa: E402
+
+
+def character_score(rows: list[dict], metric: str) -> dict[str, float]:
+    """`{task: score}` (and `"AVG"`, their mean) of one run's predictions: chrF, or CER in percent."""
+    by_task = defaultdict(lambda: ([], []))
+    for row in rows:
+        by_task[row["group"]][0].append(row["reference"])
+        by_task[row["group"]][1].append(row["prediction"])
+    scores = {}
+    for task, (references, hypotheses) in sorted(by_task.items()):
+        if metric == "chrF":
+            scores[task] = sacrebleu.corpus_chrf(hypotheses, [references]).score
+        else:
+            scores[task] = 100 * jiwer.cer([normalize_for_wer(text) for text in references],
+                                           [normalize_for_wer(text) for text in hypotheses])
+    scores["AVG"] = statistics.mean(scores.values())
+    return scores
+
+
+def run_scores(run_folder: Path) -> dict[str, float] | None:
+    """`{"loss": ..., "AVG": ..., task: ...}` of one finished run, `None` while it is not finished."""
+    results, predictions = run_folder / "predict_results.json", run_folder / "generated_predictions.jsonl"
+    if not (results.exists() and predictions.exists()):
+        return None
+    metrics = json.loads(results.read_text())
+    rows = [json.loads(line) for line in predictions.read_text(encoding="utf-8").splitlines() if line.strip()]
+    return {"loss": metrics["predict_loss"], **character_score(rows, score_name(metrics))}
+
+
+def score_name(predict_metrics: dict) -> str:
+    """CER for an experiment scored by WER, chrF for one scored by BLEU."""
+    return "CER" if "predict_wer" in predict_metrics else "chrF"
+
+
+def mean_std(values: list[float], digits: int) -> str:
+    spread = statistics.stdev(values) if len(values) > 1 else 0.0
+    return f"{statistics.mean(values):.{digits}f} ± {spread:.{digits}f}"
+
+
+def supplementary_table(experiment_folder: Path) -> str:
+    """A Markdown table: one row per system folder under `experiment_folder/runs`."""
+    systems = {}
+    for system_folder in sorted((experiment_folder / "runs").iterdir()):
+        runs = [scores for seed in sorted(system_folder.glob("seed*")) if (scores := run_scores(seed))]
+        if runs:
+            systems[system_folder.name] = runs
+    if not systems:
+        raise ValueError(f"{experiment_folder}: no finished run (runs/<system>/seed*/predict_results.json)")
+    metric = score_name(json.loads(next((experiment_folder / "runs").glob("*/seed*/predict_results.json")).read_text()))
+    tasks = sorted({key for runs in systems.values() for run in runs for key in run} - {"loss", "AVG"})
+    arrow = "↓" if metric == "CER" else "↑"
+    lines = [f"**{experiment_folder.name}**: test loss (nats per token ↓) and {metric} {arrow}, mean ± std over seeds",
+             "", "| System (run folder) | seeds | test loss | " + " | ".join([f"{metric} AVG", *tasks]) + " |",
+             "|---|---:|---:|" + "---:|" * (len(tasks) + 1)]
+    for name, runs in systems.items():
+        cells = [mean_std([run["loss"] for run in runs], 2)]
+        cells += [mean_std([run[key] for run in runs if key in run], 1) if any(key in run for run in runs) else "–"
+                  for key in ("AVG", *tasks)]
+        lines.append(f"| {name} | {len(runs)} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def main(args: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("experiments", nargs="+", type=Path, help="experiment output folders")
+    for folder in parser.parse_args(args).experiments:
+        print(supplementary_table(folder), end="\n\n")
+
+
+if __name__ == "__main__":
+    main()
