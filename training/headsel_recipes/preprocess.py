@@ -53,7 +53,7 @@ class PrepareContext:
     max_duration: float = float("inf")
     target_lang_token: bool = False
     # an evaluation split: text over the length limits is cut, not skipped, and the duration limits do not apply
-    truncate: bool = False
+    evaluation: bool = False
 
     def output_features(self) -> Features:
         """The schema of a prepared split (fixed, so that skipped rows with empty inputs never change the types)."""
@@ -105,7 +105,7 @@ def prepare_example(row: dict, ctx: PrepareContext) -> dict:
 def _prepare_target(row: dict, ctx: PrepareContext, out: dict) -> str:
     if not row["target_text"]:
         return "empty_target"
-    labels = _fit(ctx.tokenizer(text_target=row["target_text"])["input_ids"], ctx.max_target_length, ctx.truncate)
+    labels = _fit(ctx.tokenizer(text_target=row["target_text"])["input_ids"], ctx.max_target_length, ctx.evaluation)
     if labels is None:
         return "target_too_long"
     out["labels"] = labels
@@ -125,7 +125,7 @@ def _prepare_text(row: dict, ctx: PrepareContext, out: dict) -> str:
         return "empty_source"
     if ctx.target_lang_token:
         source = f"{lang_token(row['target_lang'])} {source}"
-    input_ids = _fit(ctx.tokenizer(source)["input_ids"], ctx.max_source_length, ctx.truncate)
+    input_ids = _fit(ctx.tokenizer(source)["input_ids"], ctx.max_source_length, ctx.evaluation)
     if input_ids is None:
         return "source_too_long"
     out["input_ids"], out["length"] = input_ids, len(input_ids)
@@ -141,9 +141,9 @@ def _prepare_speech(row: dict, ctx: PrepareContext, out: dict) -> str:
     samples = audio.features if audio.features is not None else audio.waveform
     if samples is None or samples.shape[0] == 0:
         return "empty_audio"
-    if audio.duration > ctx.max_duration and not ctx.truncate:
+    if audio.duration > ctx.max_duration and not ctx.evaluation:
         return "audio_too_long"
-    if audio.duration < ctx.min_duration and not ctx.truncate:
+    if audio.duration < ctx.min_duration and not ctx.evaluation:
         return "audio_too_short"
     try:
         features = extract_features(audio, ctx.feature_extractor)
@@ -193,7 +193,7 @@ def prepare_split(
     than `train` are evaluation splits: over-long text is cut, not skipped (see the module docstring)."""
     prepared = dataset.map(
         prepare_example,
-        fn_kwargs={"ctx": replace(ctx, truncate=split != "train")},
+        fn_kwargs={"ctx": replace(ctx, evaluation=split != "train")},
         remove_columns=dataset.column_names,
         features=ctx.output_features(),
         num_proc=num_proc,
