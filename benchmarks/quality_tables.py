@@ -49,14 +49,16 @@ def character_score(rows: list[dict], metric: str) -> dict[str, float]:
     return scores
 
 
-def run_scores(run_folder: Path) -> dict[str, float] | None:
-    """`{"loss": ..., "AVG": ..., task: ...}` of one finished run, `None` while it is not finished."""
+def run_scores(run_folder: Path) -> tuple[str, dict[str, float]] | None:
+    """The character metric of one finished run (`"chrF"` or `"CER"`) and its scores `{"loss": ..., "AVG": ...,
+    task: ...}`; `None` while the run is not finished."""
     results, predictions = run_folder / "predict_results.json", run_folder / "generated_predictions.jsonl"
     if not (results.exists() and predictions.exists()):
         return None
     metrics = json.loads(results.read_text())
     rows = [json.loads(line) for line in predictions.read_text(encoding="utf-8").splitlines() if line.strip()]
-    return {"loss": metrics["predict_loss"], **character_score(rows, score_name(metrics))}
+    metric = score_name(metrics)
+    return metric, {"loss": metrics["predict_loss"], **character_score(rows, metric)}
 
 
 def score_name(predict_metrics: dict) -> str:
@@ -71,14 +73,17 @@ def mean_std(values: list[float], digits: int) -> str:
 
 def supplementary_table(experiment_folder: Path) -> str:
     """A Markdown table: one row per system folder under `experiment_folder/runs`."""
-    systems = {}
+    systems, metrics = {}, set()
     for system_folder in sorted((experiment_folder / "runs").iterdir()):
-        runs = [scores for seed in sorted(system_folder.glob("seed*")) if (scores := run_scores(seed))]
-        if runs:
-            systems[system_folder.name] = runs
+        finished = [scored for seed in sorted(system_folder.glob("seed*")) if (scored := run_scores(seed))]
+        metrics.update(metric for metric, _ in finished)
+        if finished:
+            systems[system_folder.name] = [scores for _, scores in finished]
     if not systems:
         raise ValueError(f"{experiment_folder}: no finished run (runs/<system>/seed*/predict_results.json)")
-    metric = score_name(json.loads(next((experiment_folder / "runs").glob("*/seed*/predict_results.json")).read_text()))
+    if len(metrics) > 1:
+        raise ValueError(f"{experiment_folder}: runs scored by both WER and BLEU; one experiment has one metric")
+    (metric,) = metrics
     tasks = sorted({key for runs in systems.values() for run in runs for key in run} - {"loss", "AVG"})
     arrow = "↓" if metric == "CER" else "↑"
     lines = [f"**{experiment_folder.name}**: test loss (nats per token ↓) and {metric} {arrow}, mean ± std over seeds",

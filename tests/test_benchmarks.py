@@ -86,7 +86,8 @@ def test_quality_tables_score_characters_per_task_and_average_over_seeds(tmp_pat
     rows = [("en-de", "Das ist gut.", "Das ist gut."), ("en-fr", "C'est bon.", "bon"), ("en-fr", "Oui.", "Non.")]
     write_run(tmp_path / "mt" / "runs" / "group" / "seed1", {"predict_loss": 4.0, "predict_bleu": 1.0}, rows)
     write_run(tmp_path / "mt" / "runs" / "group" / "seed2", {"predict_loss": 5.0, "predict_bleu": 1.0}, rows[:1])
-    scores = quality_tables.run_scores(tmp_path / "mt" / "runs" / "group" / "seed1")
+    metric, scores = quality_tables.run_scores(tmp_path / "mt" / "runs" / "group" / "seed1")
+    assert metric == "chrF"
     french = sacrebleu.corpus_chrf(["bon", "Non."], [["C'est bon.", "Oui."]]).score
     assert scores["en-de"] == pytest.approx(100.0) and scores["en-fr"] == pytest.approx(french)
     assert scores["AVG"] == pytest.approx((100.0 + french) / 2) and scores["loss"] == 4.0
@@ -96,7 +97,8 @@ def test_quality_tables_score_characters_per_task_and_average_over_seeds(tmp_pat
     # WER experiments get CER, after the WER normalisation (case and punctuation do not count)
     write_run(tmp_path / "asr" / "runs" / "shared" / "seed1", {"predict_loss": 3.0, "predict_wer": 50.0},
               [("de", "Guten Tag!", "guten tag"), ("de", "abcd", "abxd")])
-    assert quality_tables.run_scores(tmp_path / "asr" / "runs" / "shared" / "seed1")["de"] == pytest.approx(100 / 13)
+    metric, scores = quality_tables.run_scores(tmp_path / "asr" / "runs" / "shared" / "seed1")
+    assert metric == "CER" and scores["de"] == pytest.approx(100 / 13)
     with pytest.raises(ValueError, match="no finished run"):
         (tmp_path / "empty" / "runs" / "x").mkdir(parents=True)
         quality_tables.supplementary_table(tmp_path / "empty")
