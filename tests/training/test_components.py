@@ -13,6 +13,7 @@ import pytest
 import soundfile
 import torch
 import torch.nn.functional as F
+from transformers import Seq2SeqTrainingArguments
 
 from hf_headsel import HeadSelSpeech2TextConfig
 from hf_headsel import HeadSelSpeech2TextForConditionalGeneration as HeadSelS2T
@@ -27,7 +28,14 @@ from headsel_recipes.modeling import (
     scratch_config_keywords,
 )
 from headsel_recipes.sampling import TemperatureSampler, task_sampling_probabilities
-from headsel_recipes.trainer import HeadSelLoss, TemperatureScheduleCallback, label_smoothed_nll, temperature_at
+from headsel_recipes.trainer import (
+    HeadSelLoss,
+    HeadSelSeq2SeqTrainer,
+    TemperatureScheduleCallback,
+    label_smoothed_nll,
+    selection_logits,
+    temperature_at,
+)
 
 # ---- audio --------------------------------------------------------------------------------------------------------
 
@@ -250,3 +258,32 @@ def test_average_checkpoints(tmp_path):
                   tmp_path / f"checkpoint-{step}" / "model.safetensors")
     averaged = average_checkpoints([tmp_path / "checkpoint-1", tmp_path / "checkpoint-2"])
     assert averaged["w"].tolist() == [2.0, 2.0] and averaged["n"].tolist() == [2]
+
+
+def _optimizer_groups(model, tmp_path, **trainer_kwargs):
+    args = Seq2SeqTrainingArguments(output_dir=str(tmp_path), learning_rate=1e-3, weight_decay=0.01, warmup_steps=0,
+                                    use_cpu=True, report_to="none")
+    trainer = HeadSelSeq2SeqTrainer(model=model, args=args, **trainer_kwargs)
+    trainer.create_optimizer_and_scheduler(num_training_steps=10)
+    return trainer.optimizer.param_groups
+
+
+def test_selection_logits_get_their_own_learning_rate_and_weight_decay(marian, tmp_path):
+    model = marian.model()
+    logits = selection_logits(model)
+    assert len(logits) == len(model.config.head_selection_components) and all(p.dim() == 3 for p in logits)
+    groups = _optimizer_groups(model, tmp_path, selection_learning_rate=0.02, selection_weight_decay=0.5)
+    # Every trainable parameter is optimised exactly once; the logits only in their own group.
+    optimised = [id(p) for group in groups for p in group["params"]]
+    assert sorted(optimised) == sorted(id(p) for p in model.parameters() if p.requires_grad)
+    (selection_group,) = [g for g in groups if any(p is logits[0] for p in g["params"])]
+    assert {id(p) for p in selection_group["params"]} == {id(p) for p in logits}
+    assert (selection_group["initial_lr"], selection_group["weight_decay"]) == (0.02, 0.5)
+    assert {g["initial_lr"] for g in groups if g is not selection_group} == {1e-3}
+    # Default: the run's learning rate, no weight decay on the logits.
+    groups = _optimizer_groups(marian.model(), tmp_path)
+    assert (groups[-1]["initial_lr"], groups[-1]["weight_decay"]) == (1e-3, 0.0)
+    # The stock model has no logits: the Trainer's own groups.
+    assert len(_optimizer_groups(marian.stock_model(), tmp_path)) == 2
+    with pytest.raises(ValueError, match="head_selection_learning_rate"):
+        _optimizer_groups(marian.model(), tmp_path, selection_learning_rate=0.0)

@@ -9,6 +9,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+import sacrebleu
 import torch
 import yaml
 from recipe_testkit import TINY_TEXT, text_rows, write_jsonl
@@ -37,21 +38,57 @@ def write_tiny_corpus(folder: Path) -> Path:
     return folder
 
 
+def make_tiny_checkpoint(root: Path, corpus: Path) -> tuple[Path, dict]:
+    """`make demo-checkpoint`'s code path with the shipped recipe file, on the tiny corpus with a tiny model."""
+    files = {split: [str(p) for lang in LANGUAGES for p in demo.corpus_files(corpus, split, lang)]
+             for split in ("train", "test")}
+    record = demo.make_checkpoint(
+        destination=root / "checkpoint", output_dir=str(root / "checkpoint_run"), train_file=files["train"],
+        test_file=files["test"], validation_file=None, config_overrides=TINY_TEXT, vocab_size=60, max_steps=3,
+        per_device_train_batch_size=4, warmup_steps=0, save_strategy="no", cache_dir=str(root / "cache"),
+        disable_tqdm=True, log_level="warning")
+    return root / "checkpoint", record
+
+
 @pytest.fixture(scope="module")
 def demo_run(tmp_path_factory):
-    """One tiny demo run: (settings, the returned summary)."""
+    """One tiny demo run from a tiny checkpoint: (settings, the returned summary, the checkpoint's record)."""
     root = tmp_path_factory.mktemp("demo")
     (root / "corpus" / "mt").mkdir(parents=True)
+    corpus = write_tiny_corpus(root / "corpus")
+    checkpoint, record = make_tiny_checkpoint(root, corpus)
     settings = demo.DemoSettings(
-        output_dir=root / "out", corpus_dir=write_tiny_corpus(root / "corpus"), languages=LANGUAGES,
-        model_size=TINY_TEXT, vocab_size=60, max_steps=3, batch_size=4, warmup_steps=0, learning_rate=0.01,
-        max_length=8, bootstrap_resamples=20, cache_dir=root / "cache", progress=False,
+        output_dir=root / "out", corpus_dir=corpus, languages=LANGUAGES, checkpoint=checkpoint, max_steps=3,
+        batch_size=4, warmup_steps=0, learning_rate=0.01, max_length=8, bootstrap_resamples=20,
+        cache_dir=root / "cache", progress=False,
     )
-    return settings, demo.run_demo(settings)
+    return settings, demo.run_demo(settings), record
+
+
+def test_checkpoint_is_a_shared_marian_model_with_its_recipe_and_scores(demo_run):
+    settings, _, record = demo_run
+    assert json.loads((settings.checkpoint / "config.json").read_text())["model_type"] == "marian"
+    assert MarianTokenizer.from_pretrained(settings.checkpoint).convert_tokens_to_ids(">>de<<") != (
+        MarianTokenizer.from_pretrained(settings.checkpoint).unk_token_id)
+    written = json.loads((settings.checkpoint / demo.CHECKPOINT_RECORD).read_text())
+    assert written == record
+    shipped = json.loads(demo.CHECKPOINT_RECIPE.read_text())
+    assert record["recipe"]["shared_baseline"] and record["recipe"]["target_lang_token"]
+    assert set(record["recipe"]) - set(shipped) == {"cache_dir"}  # every other flag is the shipped file's
+    assert {"chrf", "chrf_pooled", "degenerate"} <= set(record["test_quality"])
+
+
+def test_demo_refuses_a_missing_or_non_stock_checkpoint(demo_run, tmp_path):
+    settings, _, _ = demo_run
+    with pytest.raises(FileNotFoundError, match="demo-checkpoint"):
+        demo.run_demo(demo.DemoSettings(output_dir=tmp_path, corpus_dir=settings.corpus_dir, checkpoint=tmp_path))
+    with pytest.raises(ValueError, match="stock Marian"):
+        demo.run_demo(demo.DemoSettings(output_dir=tmp_path, corpus_dir=settings.corpus_dir,
+                                        checkpoint=settings.output_dir))
 
 
 def test_metrics_json_holds_both_systems_per_task_and_averaged_with_intervals(demo_run):
-    settings, summary = demo_run
+    settings, summary, _ = demo_run
     written = json.loads((settings.output_dir / "metrics.json").read_text())
     assert written["metric"] == "bleu"
     assert written["test_sentences"] == {"en-de": 6, "en-fr": 6}
@@ -67,18 +104,19 @@ def test_metrics_json_holds_both_systems_per_task_and_averaged_with_intervals(de
 
 
 def test_both_systems_trained_on_the_same_data_budget_and_seed(demo_run):
-    settings, _ = demo_run
+    settings, _, _ = demo_run
     group = json.loads((settings.output_dir / "run_config.json").read_text())
     shared = json.loads((settings.output_dir / demo.BASELINE_DIR / "run_config.json").read_text())
     differing = {key for key in group.keys() | shared.keys() if group.get(key) != shared.get(key)}
     assert differing == {"output_dir", *demo.SYSTEM_FLAGS["group"], *demo.SYSTEM_FLAGS["shared"]}
-    assert shared["shared_baseline"] and shared["target_lang_token"]
+    assert shared["shared_baseline"] and shared["target_lang_token"] and group["target_lang_token"]
+    assert group["model_name_or_path"] == shared["model_name_or_path"] == str(settings.checkpoint)
     baseline_config = json.loads((settings.output_dir / demo.BASELINE_DIR / "config.json").read_text())
     assert baseline_config["model_type"] == "marian"
 
 
 def test_model_card_has_metadata_and_embeds_the_heatmap(demo_run):
-    settings, _ = demo_run
+    settings, _, _ = demo_run
     card = (settings.output_dir / "README.md").read_text()
     assert card.startswith("---\n")
     metadata = yaml.safe_load(card.split("---\n")[1])
@@ -91,7 +129,7 @@ def test_model_card_has_metadata_and_embeds_the_heatmap(demo_run):
 
 
 def test_saved_model_reloads_with_task_and_translates_as_reported(demo_run):
-    settings, summary = demo_run
+    settings, summary, _ = demo_run
     tokenizer = MarianTokenizer.from_pretrained(settings.output_dir)
     model = HeadSelMarianMTModel.from_pretrained(settings.output_dir, task="fr").eval()
     assert model.config.decoder_tasks == ["de", "fr"]
@@ -102,8 +140,19 @@ def test_saved_model_reloads_with_task_and_translates_as_reported(demo_run):
     assert tokenizer.batch_decode(generated, skip_special_tokens=True) == summary["reloaded_translations"]["fr"]
 
 
+def test_prediction_quality_of_both_systems_matches_their_predictions(demo_run):
+    settings, summary, _ = demo_run
+    for system in demo.SYSTEMS:
+        rows = demo.read_predictions(demo.system_dir(settings, system) / "generated_predictions.jsonl")
+        quality = summary["prediction_quality"][system]
+        pooled = sacrebleu.corpus_chrf([r["prediction"] for r in rows], [[r["reference"] for r in rows]]).score
+        assert quality["chrf_pooled"] == pytest.approx(pooled, abs=0.01)
+        assert 0.0 <= quality["degenerate"] <= 1.0
+    assert demo.quality_table(summary).splitlines()[1].split()[0] == "group"
+
+
 def test_results_table_lists_every_direction_and_the_average(demo_run):
-    _, summary = demo_run
+    _, summary, _ = demo_run
     lines = demo.results_table(summary).splitlines()
     assert [line.split()[0] for line in lines[1:]] == ["en-de", "en-fr", "average"]
     assert lines[-1].split()[1] == "12"

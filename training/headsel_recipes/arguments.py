@@ -133,6 +133,16 @@ class HeadSelectionArguments:
     final_temperature: float | None = field(
         default=None, metadata={"help": "tau at the last step (needed by the linear and exponential schedules)."}
     )
+    head_selection_learning_rate: float | None = field(
+        default=None,
+        metadata={"help": "Peak learning rate of the selection logits phi, in an optimizer group of their own that "
+                          "follows the same schedule (default: --learning_rate)."},
+    )
+    head_selection_weight_decay: float = field(
+        default=0.0,
+        metadata={"help": "Weight decay of the selection logits (default 0: decay would pull every phi towards 0, "
+                          "a selection probability of 0.5)."},
+    )
 
 
 @dataclass

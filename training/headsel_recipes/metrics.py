@@ -21,9 +21,11 @@ import unicodedata
 
 import jiwer
 import numpy as np
-from sacrebleu.metrics import BLEU
+from sacrebleu.metrics import BLEU, CHRF
 
 WHITESPACE = re.compile(r"\s+")
+# A hypothesis with a run of 6+ identical characters ("Ftttttttttt"): the decoder looping, not a translation.
+DEGENERATE_RUN = re.compile(r"(.)\1{5,}")
 BOOTSTRAP_SEED = 12345  # sacrebleu's default seed for its own bootstrap
 CONFIDENCE = 0.95
 RESAMPLE_CHUNK_CELLS = 2_000_000  # resamples x sentences drawn per chunk (bounds the memory of the index matrix)
@@ -239,3 +241,28 @@ class TaskMetrics:
             key = self.metric if group is None else f"{self.metric}_{group}"
             out[f"{key}_ci_low"], out[f"{key}_ci_high"] = percentile_interval(samples)
         return out
+
+
+def is_degenerate(hypothesis: str) -> bool:
+    """Whether a hypothesis holds a run of 6 or more identical characters (a looping decoder)."""
+    return DEGENERATE_RUN.search(hypothesis) is not None
+
+
+def prediction_quality(rows: list[dict]) -> dict[str, float]:
+    """chrF of `generated_predictions.jsonl` rows (`group`, `reference`, `prediction`): `chrf_pooled` over every
+    row, `chrf_<group>` per group and `chrf` their mean (sacrebleu's default chrF), plus `degenerate`, the fraction of
+    hypotheses with a run of 6+ identical characters. Rounded to 2 decimals."""
+    if not rows:
+        raise ValueError("no predictions to score")
+    by_group: dict[str, list[dict]] = {}
+    for row in rows:
+        by_group.setdefault(row["group"], []).append(row)
+
+    def chrf(selected: list[dict]) -> float:
+        return CHRF().corpus_score([r["prediction"] for r in selected], [[r["reference"] for r in selected]]).score
+
+    scores = {f"chrf_{group}": chrf(selected) for group, selected in sorted(by_group.items())}
+    scores["chrf"] = float(np.mean(list(scores.values())))
+    scores["chrf_pooled"] = chrf(rows)
+    scores["degenerate"] = sum(is_degenerate(row["prediction"]) for row in rows) / len(rows)
+    return {key: round(value, 4 if key == "degenerate" else 2) for key, value in scores.items()}

@@ -224,6 +224,8 @@ def make_trainer(task: RecipeTask, model, tokenizer, feature_extractor, prepared
         callbacks=callbacks,
         sampling_groups=list(prepared["train"]["group"]) if "train" in prepared else None,
         sampling_alpha=data_args.sampling_alpha,
+        selection_learning_rate=head_args.head_selection_learning_rate,
+        selection_weight_decay=head_args.head_selection_weight_decay,
     )
 
 

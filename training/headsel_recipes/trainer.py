@@ -21,6 +21,7 @@ from torch.utils.data import SequentialSampler
 from transformers import Seq2SeqTrainer, TrainerCallback
 
 from hf_headsel.analysis import SELECTION_LOG_NAME, selection_snapshot
+from hf_headsel import HeadSelector
 
 from .sampling import TemperatureSampler
 
@@ -70,11 +71,19 @@ class HeadSelSeq2SeqTrainer(Seq2SeqTrainer):
         train_collator: collator of the training batches (e.g. with SpecAugment); `data_collator` serves evaluation.
         sampling_groups: the task group of every training example, for temperature-based task sampling.
         sampling_alpha: `p(task) ∝ n_task ** alpha`; 1.0 keeps the Trainer's own (shuffled) sampler.
+        selection_learning_rate: peak learning rate of the selection logits (`None`: `args.learning_rate`).
+        selection_weight_decay: weight decay of the selection logits.
     """
 
     def __init__(self, *args, train_collator=None, sampling_groups: list[str] | None = None,
-                 sampling_alpha: float = 1.0, **kwargs):
+                 sampling_alpha: float = 1.0, selection_learning_rate: float | None = None,
+                 selection_weight_decay: float = 0.0, **kwargs):
         super().__init__(*args, **kwargs)
+        if selection_learning_rate is not None and selection_learning_rate <= 0:
+            raise ValueError(f"--head_selection_learning_rate must be > 0, got {selection_learning_rate}")
+        if selection_weight_decay < 0:
+            raise ValueError(f"--head_selection_weight_decay must be >= 0, got {selection_weight_decay}")
+        self.selection_learning_rate, self.selection_weight_decay = selection_learning_rate, selection_weight_decay
         self.label_smoother = HeadSelLoss(self.args.label_smoothing_factor, self.model)
         # The loss is a per-batch mean computed here: no `num_items_in_batch` goes to the model.
         self.model_accepts_loss_kwargs = False
@@ -100,6 +109,22 @@ class HeadSelSeq2SeqTrainer(Seq2SeqTrainer):
             if self._last_selection is not None:  # the selection the run starts from: the log's first snapshot
                 self.append_selection_log()
         return super().training_step(model, inputs, num_items_in_batch)
+
+    # ---- optimizer ----------------------------------------------------------------------------------------------
+
+    def create_optimizer(self, model=None):
+        """The Trainer's optimizer, with the selection logits moved into a group of their own (their learning rate
+        and weight decay). Done before the scheduler exists, so the schedule scales this group like the others."""
+        optimizer = super().create_optimizer(model)
+        logits = selection_logits(self.model if model is None else model)
+        if not logits or not isinstance(optimizer, torch.optim.Optimizer):
+            return optimizer
+        ids = {id(p) for p in logits}
+        for group in optimizer.param_groups:
+            group["params"] = [p for p in group["params"] if id(p) not in ids]
+        lr = self.args.learning_rate if self.selection_learning_rate is None else self.selection_learning_rate
+        optimizer.add_param_group({"params": logits, "lr": lr, "weight_decay": self.selection_weight_decay})
+        return optimizer
 
     # ---- data -------------------------------------------------------------------------------------------------
 
@@ -170,6 +195,12 @@ class HeadSelSeq2SeqTrainer(Seq2SeqTrainer):
         if "loss" in logs:
             logs.update(self.head_selection_logs())
         super().log(logs, *args, **kwargs)
+
+
+def selection_logits(model) -> list[torch.nn.Parameter]:
+    """The trainable selection logits `phi` of a model (none for the stock model and `task_specific`)."""
+    return [module.logits for module in model.modules()
+            if isinstance(module, HeadSelector) and module.logits is not None and module.logits.requires_grad]
 
 
 def temperature_at(step: int, max_steps: int, start: float, end: float, schedule: str) -> float:
