@@ -287,3 +287,25 @@ def test_selection_logits_get_their_own_learning_rate_and_weight_decay(marian, t
     assert len(_optimizer_groups(marian.stock_model(), tmp_path)) == 2
     with pytest.raises(ValueError, match="head_selection_learning_rate"):
         _optimizer_groups(marian.model(), tmp_path, selection_learning_rate=0.0)
+
+
+def test_evaluation_batches_carry_the_task_tag_prefix_and_generation_is_forced_to_it(marian, tmp_path):
+    examples = [{"input_ids": [5, 6, 0], "labels": [9, 7, 0], "encoder_task_ids": 0, "decoder_task_ids": 0},
+                {"input_ids": [6, 0], "labels": [8, 0], "encoder_task_ids": 0, "decoder_task_ids": 1}]
+    model = marian.stock_model().eval()
+    start = model.config.decoder_start_token_id
+    batch = Seq2SeqCollator(False, marian.pad_token_id, False, decoder_prefix_start=start)(examples)
+    assert batch["decoder_prefix_ids"].tolist() == [[start, 9], [start, 8]]
+    assert "decoder_prefix_ids" not in Seq2SeqCollator(False, marian.pad_token_id, False)(examples)
+
+    args = Seq2SeqTrainingArguments(output_dir=str(tmp_path), predict_with_generate=True, use_cpu=True,
+                                    report_to="none", generation_max_length=6, generation_num_beams=1)
+    trainer = HeadSelSeq2SeqTrainer(model=model, args=args)
+    prefix = batch["decoder_prefix_ids"].clone()
+    _, generated, _ = trainer.prediction_step(model, dict(batch), prediction_loss_only=False, max_length=6,
+                                              num_beams=1)
+    expected = model.generate(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"],
+                              decoder_input_ids=prefix, max_length=6, num_beams=1)
+    assert torch.equal(generated[:, 0], expected[:, 0])
+    assert (generated[:, 1] == model.config.pad_token_id).all()  # the tag is not part of the scored text
+    torch.testing.assert_close(generated[:, 2:expected.shape[1]], expected[:, 2:])

@@ -231,3 +231,30 @@ def test_length_grouped_training_still_evaluates_in_order(text_corpus, tmp_path)
         "--train_file", str(text_corpus / "train.jsonl"), "--validation_file", str(text_corpus / "dev.jsonl"),
         "--train_sampling_strategy", "group_by_length", "--do_train", "--do_eval"])
     assert {"eval_bleu_en-de", "eval_bleu_de-en"} <= set(result.metrics["eval"])
+
+
+def test_asr_task_tag_tells_the_shared_model_the_language(speech_corpus, tmp_path):
+    out = tmp_path / "asr_tagged"
+    args = tiny_flags(out, speech=True) + [
+        "--train_file", str(speech_corpus / "train.jsonl"), "--test_file", str(speech_corpus / "dev.jsonl"),
+        "--shared_baseline", "--task_tag", "--encoder_tasks", "es,fr", "--decoder_tasks", "es,fr",
+        "--do_train", "--do_predict",
+    ]
+    result = run_asr.main(args)
+    tokenizer = result.trainer.processing_class.tokenizer
+    tags = {lang: tokenizer.convert_tokens_to_ids(f"<lang:{lang}>") for lang in ("es", "fr")}
+    assert tokenizer.unk_token_id not in tags.values()
+    # every training target starts with its language's tag
+    train = result.trainer.train_dataset
+    first = {tags[("es", "fr")[task]] for task in train["decoder_task_ids"]}
+    assert {int(labels[0]) for labels in train["labels"]} == first
+    # scored with the tag forced (test_components checks the forcing itself)
+    predictions = [json.loads(line) for line in (out / "generated_predictions.jsonl").read_text().splitlines()]
+    assert len(predictions) == 6 and "predict_wer" in read_json(out / "predict_results.json")
+
+
+def test_task_tag_is_refused_for_mt(text_corpus, tmp_path):
+    args = tiny_flags(tmp_path / "mt", speech=False) + [
+        "--train_file", str(text_corpus / "train.jsonl"), "--task_tag", "--do_train"]
+    with pytest.raises(ValueError, match="target_lang_token"):
+        run_mt.main(args)

@@ -212,6 +212,13 @@ class DataArguments:
         metadata={"help": "MT: prepend `>>tgt<<` to every source (Marian's convention), so a shared model knows the "
                           "target language."},
     )
+    task_tag: bool = field(
+        default=False,
+        metadata={"help": "Speech: prepend the tag of the example's decoder task (`<lang:xx>` with --task_type lang, "
+                          "`<domain:xx>` with domain) to every target and force it as the first decoded token "
+                          "(fairseq's --prepend-tgt-lang-tag with --prefix-size 1), so a shared model is told what "
+                          "head selection routes by. MT has --target_lang_token."},
+    )
     preprocessing_num_workers: int | None = field(default=None, metadata={"help": "Processes for preprocessing."})
     overwrite_cache: bool = field(default=False, metadata={"help": "Recompute cached preprocessing."})
     max_train_samples: int | None = field(default=None, metadata={"help": "Keep the first N training examples."})

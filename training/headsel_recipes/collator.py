@@ -36,12 +36,16 @@ class Seq2SeqCollator:
         pad_token_id: padding of `input_ids` (labels are padded with -100; the model shifts them into decoder inputs).
         with_task_ids: pass `encoder_task_ids` / `decoder_task_ids` (not for the stock baseline model).
         spec_augment: masks applied to the features of every batch (give it to the training collator only).
+        decoder_prefix_start: with `--task_tag`, the decoder start id: evaluation batches then carry
+            `decoder_prefix_ids` = `[start, tag]` per example, the prefix generation is forced to (give it to the
+            evaluation collator only).
     """
 
     speech: bool
     pad_token_id: int
     with_task_ids: bool = True
     spec_augment: SpecAugment | None = None
+    decoder_prefix_start: int | None = None
 
     def __call__(self, examples: list[dict]) -> dict[str, torch.Tensor]:
         batch = {}
@@ -54,6 +58,9 @@ class Seq2SeqCollator:
             batch["input_ids"], batch["attention_mask"] = pad_sequences(
                 [example["input_ids"] for example in examples], self.pad_token_id, torch.long)
         batch["labels"], _ = pad_sequences([example["labels"] for example in examples], LABEL_PAD, torch.long)
+        if self.decoder_prefix_start is not None:  # every label sequence starts with its task tag
+            start = torch.full((len(examples), 1), self.decoder_prefix_start, dtype=torch.long)
+            batch["decoder_prefix_ids"] = torch.cat([start, batch["labels"][:, :1]], dim=1)
         if self.with_task_ids:
             for name in ("encoder_task_ids", "decoder_task_ids"):
                 batch[name] = torch.tensor([int(example[name]) for example in examples], dtype=torch.long)

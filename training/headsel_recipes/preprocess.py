@@ -52,6 +52,8 @@ class PrepareContext:
     min_duration: float = 0.0
     max_duration: float = float("inf")
     target_lang_token: bool = False
+    # `--task_tag`: the tag id of every decoder task, prepended to the labels
+    task_tag_ids: dict[str, int] | None = None
     # an evaluation split: text over the length limits is cut, not skipped, and the duration limits do not apply
     evaluation: bool = False
 
@@ -96,16 +98,19 @@ def prepare_example(row: dict, ctx: PrepareContext) -> dict:
     if not reason:
         out["encoder_task_ids"] = ctx.encoder_tasks.index(encoder)
         out["decoder_task_ids"] = ctx.decoder_tasks.index(decoder)
-        reason = _prepare_target(row, ctx, out) or (
+        reason = _prepare_target(row, ctx, out, decoder) or (
             _prepare_speech(row, ctx, out) if ctx.task.speech else _prepare_text(row, ctx, out))
     out["skip_reason"] = reason
     return out
 
 
-def _prepare_target(row: dict, ctx: PrepareContext, out: dict) -> str:
+def _prepare_target(row: dict, ctx: PrepareContext, out: dict, decoder_task: str) -> str:
     if not row["target_text"]:
         return "empty_target"
-    labels = _fit(ctx.tokenizer(text_target=row["target_text"])["input_ids"], ctx.max_target_length, ctx.evaluation)
+    ids = ctx.tokenizer(text_target=row["target_text"])["input_ids"]
+    if ctx.task_tag_ids is not None:
+        ids = [ctx.task_tag_ids[decoder_task], *ids]
+    labels = _fit(ids, ctx.max_target_length, ctx.evaluation)
     if labels is None:
         return "target_too_long"
     out["labels"] = labels

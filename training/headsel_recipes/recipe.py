@@ -22,7 +22,15 @@ from .metrics import TaskMetrics
 from .modeling import build_model, checkpoint_tasks, find_checkpoints, load_averaged_weights
 from .publishing import publish, take_push_to_hub
 from .preprocess import PrepareContext, SplitReport, prepare_split, write_report
-from .tokenizer import has_tokenizer, lang_token, load_tokenizer, train_marian_tokenizer, train_speech_tokenizer
+from .tokenizer import (
+    has_tokenizer,
+    lang_token,
+    load_tokenizer,
+    task_tag,
+    task_tag_ids,
+    train_marian_tokenizer,
+    train_speech_tokenizer,
+)
 from .trainer import HeadSelSeq2SeqTrainer, TemperatureScheduleCallback
 
 logger = logging.getLogger("headsel_recipes")
@@ -92,7 +100,7 @@ def resolve_tasks(task: RecipeTask, head_args: HeadSelectionArguments, raw: dict
 
 
 def get_tokenizer(task: RecipeTask, model_args: ModelArguments, data_args: DataArguments, raw: dict,
-                  decoder_tasks: list[str], training_args):
+                  decoder_tasks: list[str], training_args, task_type: str = "lang"):
     """`--tokenizer_name`, else the checkpoint's, else the one already in the output folder (a resumed run), else a
     sentencepiece model trained on the training text and saved to the output folder.
 
@@ -112,8 +120,9 @@ def get_tokenizer(task: RecipeTask, model_args: ModelArguments, data_args: DataA
                             "build one")
         texts = list(raw["train"]["target_text"])
         if task.speech:
+            tags = [task_tag(task_type, name) for name in decoder_tasks] if data_args.task_tag else None
             tokenizer = train_speech_tokenizer(texts, model_args.vocab_size, model_args.tokenizer_model_type,
-                                               model_args.tokenizer_max_sentences)
+                                               model_args.tokenizer_max_sentences, tags)
         else:
             lang_tokens = [lang_token(lang) for lang in decoder_tasks] if data_args.target_lang_token else None
             texts += list(raw["train"]["source_text"])
@@ -137,7 +146,9 @@ def get_feature_extractor(model_args: ModelArguments, training_args) -> Speech2T
 
 def prepare_context(task, task_type, encoder_tasks, decoder_tasks, tokenizer, feature_extractor, model,
                     data_args: DataArguments) -> PrepareContext:
-    """Preprocessing limits: the flags, capped by the model's positions."""
+    """Preprocessing limits: the flags, capped by the model's positions; the task tags of `--task_tag`."""
+    if data_args.task_tag and not task.speech:
+        raise ValueError("--task_tag is for speech recipes; MT tells the target language with --target_lang_token")
     config = model.config
     if task.speech:
         subsampling = 2 ** getattr(config, "num_conv_layers", 2)
@@ -152,6 +163,7 @@ def prepare_context(task, task_type, encoder_tasks, decoder_tasks, tokenizer, fe
         max_target_length=min(data_args.max_target_length, max_target),
         min_duration=data_args.min_duration_in_seconds, max_duration=data_args.max_duration_in_seconds,
         target_lang_token=data_args.target_lang_token,
+        task_tag_ids=task_tag_ids(tokenizer, task_type, decoder_tasks) if data_args.task_tag else None,
     )
 
 
@@ -218,7 +230,8 @@ def make_trainer(task: RecipeTask, model, tokenizer, feature_extractor, prepared
         train_dataset=formatted.get("train"),
         eval_dataset=formatted.get("validation"),
         processing_class=Speech2TextProcessor(feature_extractor, tokenizer) if task.speech else tokenizer,
-        data_collator=Seq2SeqCollator(task.speech, tokenizer.pad_token_id, with_task_ids),
+        data_collator=Seq2SeqCollator(task.speech, tokenizer.pad_token_id, with_task_ids, decoder_prefix_start=(
+            model.config.decoder_start_token_id if data_args.task_tag else None)),
         train_collator=Seq2SeqCollator(task.speech, tokenizer.pad_token_id, with_task_ids, augment),
         compute_metrics=metrics if training_args.predict_with_generate else None,
         callbacks=callbacks,
@@ -288,7 +301,7 @@ def run(task: RecipeTask, args: list[str] | None = None) -> RecipeResult:
         raw = load_splits(task, data_args, needed_splits(training_args), task_type, model_args.cache_dir)
     encoder_tasks, decoder_tasks, task_type = resolve_tasks(task, head_args, raw, fixed, model_args.model_name_or_path)
     logger.info("task_type=%s; encoder tasks %s; decoder tasks %s", task_type, encoder_tasks, decoder_tasks)
-    tokenizer = get_tokenizer(task, model_args, data_args, raw, decoder_tasks, training_args)
+    tokenizer = get_tokenizer(task, model_args, data_args, raw, decoder_tasks, training_args, task_type)
     feature_extractor = get_feature_extractor(model_args, training_args) if task.speech else None
     head_args.task_type = task_type
     model = build_model(task, model_args, head_args, tokenizer, encoder_tasks, decoder_tasks)

@@ -31,6 +31,11 @@ def lang_token(lang: str) -> str:
     return f">>{lang}<<"
 
 
+def task_tag(task_type: str, task: str) -> str:
+    """The decoder-task tag of `--task_tag` (speech): `<lang:fr>` or `<domain:tedx>`, a whole piece."""
+    return f"<{'domain' if task_type == 'domain' else 'lang'}:{task}>"
+
+
 def train_sentencepiece(
     texts: Iterable[str],
     model_path: Path,
@@ -68,12 +73,12 @@ def train_sentencepiece(
 
 
 def train_speech_tokenizer(texts: Iterable[str], vocab_size: int, model_type: str = "unigram",
-                           max_sentences: int = 1_000_000) -> Speech2TextTokenizer:
+                           max_sentences: int = 1_000_000, tags: list[str] | None = None) -> Speech2TextTokenizer:
     """A [`Speech2TextTokenizer`] over a sentencepiece model trained on `texts` (its files live in a temporary
-    folder until `save_pretrained`)."""
+    folder until `save_pretrained`); `tags` (task tags) are whole pieces."""
     folder = Path(tempfile.mkdtemp(prefix="headsel_spm_"))
     vocab = train_sentencepiece(texts, folder / "sentencepiece.bpe.model", vocab_size, SPEECH_SPECIALS, model_type,
-                                max_sentences=max_sentences)
+                                user_symbols=tags, max_sentences=max_sentences)
     (folder / "vocab.json").write_text(json.dumps(vocab, ensure_ascii=False))
     return Speech2TextTokenizer(vocab_file=str(folder / "vocab.json"), spm_file=str(folder / "sentencepiece.bpe.model"))
 
@@ -88,6 +93,16 @@ def train_marian_tokenizer(texts: Iterable[str], vocab_size: int, model_type: st
     (folder / "vocab.json").write_text(json.dumps(vocab, ensure_ascii=False))
     return MarianTokenizer(source_spm=str(folder / "source.spm"), target_spm=str(folder / "target.spm"),
                            vocab=str(folder / "vocab.json"))
+
+
+def task_tag_ids(tokenizer, task_type: str, tasks: list[str]) -> dict[str, int]:
+    """`{task: id of its tag}`; a `ValueError` when the tokenizer lacks a tag (it was built without --task_tag)."""
+    ids = {task: tokenizer.convert_tokens_to_ids(task_tag(task_type, task)) for task in tasks}
+    missing = [task_tag(task_type, task) for task, index in ids.items() if index in (None, tokenizer.unk_token_id)]
+    if missing:
+        raise ValueError(f"--task_tag: the tokenizer has no piece for {missing}; a tokenizer built with --task_tag "
+                         "holds them (train it on the data, or give one that has them)")
+    return ids
 
 
 def load_tokenizer(path: str, speech: bool, cache_dir: str | None = None):

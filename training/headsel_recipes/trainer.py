@@ -110,6 +110,22 @@ class HeadSelSeq2SeqTrainer(Seq2SeqTrainer):
                 self.append_selection_log()
         return super().training_step(model, inputs, num_items_in_batch)
 
+    # ---- evaluation ---------------------------------------------------------------------------------------------
+
+    def prediction_step(self, model, inputs, prediction_loss_only, ignore_keys=None, **gen_kwargs):
+        """`Seq2SeqTrainer.prediction_step`; with `--task_tag`, generation starts from each example's
+        `decoder_prefix_ids` (start token, task tag) and the tag is blanked out of the returned tokens, so scores
+        read the words alone. The loss is the model's on the labels, tag included."""
+        prefix = inputs.pop("decoder_prefix_ids", None)
+        if prefix is None or prediction_loss_only or not self.args.predict_with_generate:
+            return super().prediction_step(model, inputs, prediction_loss_only, ignore_keys, **gen_kwargs)
+        gen_kwargs = {**getattr(self, "_gen_kwargs", {}), **gen_kwargs, "decoder_input_ids": prefix.to(model.device)}
+        loss, generated, labels = super().prediction_step(model, inputs, prediction_loss_only, ignore_keys,
+                                                          **gen_kwargs)
+        if generated is not None:
+            generated[:, 1:prefix.shape[1]] = self.model.config.pad_token_id
+        return loss, generated, labels
+
     # ---- optimizer ----------------------------------------------------------------------------------------------
 
     def create_optimizer(self, model=None):
