@@ -461,9 +461,10 @@ def forward_cases(family) -> dict:
     return cases
 
 
+@pytest.mark.parametrize("attention", ["default", "eager"])
 @pytest.mark.parametrize("base", [False, True], ids=["lm", "base"])
-def test_every_forward_keyword_gives_the_stock_output(family, base):
-    stock, model = twin(family, base=base)
+def test_every_forward_keyword_gives_the_stock_output(family, base, attention):
+    stock, model = twin(family, base=base, **({} if attention == "default" else {"attn_implementation": attention}))
     for name, make in forward_cases(family).items():
         if base and name == "encoder_outputs_tuple":
             continue  # checked on the generation model; the base model takes them the same way
@@ -482,6 +483,11 @@ def test_labels_and_a_cached_continuation_give_the_stock_output(family):
     with torch.no_grad():
         expected, got = stock(**inputs, labels=labels), model(**inputs, labels=labels, **MIXED)
         assert_same(without_kl(got), expected, "labels")
+        # what Trainer passes with gradient accumulation (a TransformersKwargs keyword)
+        items = torch.tensor(10)
+        expected = stock(**inputs, labels=labels, num_items_in_batch=items)
+        got = model(**inputs, labels=labels, num_items_in_batch=items, **MIXED)
+        assert_same(without_kl(got), expected, "num_items_in_batch")
         # a prefix with a cache, then one more token from the cache
         decoder_input_ids = family.decoder_input_ids()
         first = [m(**inputs, decoder_input_ids=decoder_input_ids[:, :3], use_cache=True, **extra)
@@ -500,6 +506,7 @@ GENERATE_CASES = {
     "outputs": dict(do_sample=False, num_beams=2, return_dict_in_generate=True, output_scores=True,
                     output_logits=True, output_attentions=True, output_hidden_states=True),
     "static_cache": dict(do_sample=False, cache_implementation="static"),
+    "dynamic_cache": dict(do_sample=False, num_beams=2, cache_implementation="dynamic"),
     "no_cache": dict(do_sample=False, use_cache=False),
     "generation_config": dict(generation_config=GenerationConfig(max_new_tokens=4, do_sample=False,
                                                                  repetition_penalty=1.5)),
