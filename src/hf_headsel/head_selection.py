@@ -183,7 +183,10 @@ class HeadSelectionConfigMixin:
 
     def num_keys(self, sides: Sequence[str]) -> int:
         """The number of routing keys made of the tasks of `sides` (a pair key counts every combination)."""
-        return math.prod(len(self.tasks(side)) for side in sides)
+        keys = 1
+        for side in sides:  # a loop, not math.prod over a generator: torch.compile traces this in the adapters
+            keys *= len(self.tasks(side))
+        return keys
 
     def num_layers(self, component: str) -> int:
         return self.encoder_layers if component == "encoder_self" else self.decoder_layers
