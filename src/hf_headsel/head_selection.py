@@ -9,7 +9,8 @@ The whole mechanism lives in this module and is shared by every model family:
 * [`TaskRoute`]: the task id of every example of a batch, validated once per forward pass.
 * [`HeadSelectionAttentionMixin`]: an attention layer with `H'` candidate heads of which every example uses the
   `H` its task selects. Only the selected heads are projected, attended and cached.
-* [`HeadSelectionModelMixin`]: routing, default tasks, the KL term and `selected_heads()` for the top-level model.
+* [`HeadSelectionBaseModelMixin`]: routing, default tasks, the KL term and `selected_heads()` for a top-level model
+  (the base models); [`HeadSelectionModelMixin`] adds generation and the KL in the loss for the generation models.
 
 This file is copied next to the saved model for `trust_remote_code=True` loading, so it imports nothing but
 `torch` and `transformers`.
@@ -18,6 +19,7 @@ This file is copied next to the saved model for `trust_remote_code=True` loading
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
@@ -962,7 +964,7 @@ class HeadSelectionBaseModelMixin:
         for side, name in task_names(self.config, task, encoder_task, decoder_task).items():
             setattr(self.config, f"default_{side}_task", name)
 
-    def save_pretrained(self, save_directory, *args, **kwargs):
+    def save_pretrained(self, save_directory: str | os.PathLike, *args, **kwargs):
         """`PreTrainedModel.save_pretrained`; with remote code (the classes registered for an Auto class, as
         importing `hf_headsel` does), `config.auto_map` names every model class of the family, so that `AutoModel`
         and the family's generation Auto class both load the folder, as they load a stock checkpoint."""
