@@ -859,9 +859,8 @@ class HeadSelSeq2SeqLMOutput(Seq2SeqLMOutput):
     """[`Seq2SeqLMOutput`] plus `head_selection_kl`: the token-weighted KL of the batch (computed when `labels` are
     given), already added to `loss` with weight `config.head_selection_kl_weight`.
 
-    With `return_dict=False` (argument or `config.return_dict`) the model returns `to_tuple()` of this output: the
-    stock model's tuple (the fields that are not `None`, in order), then `head_selection_kl` as the last element
-    when `labels` were given."""
+    With `return_dict=False` the model returns `to_tuple()` of this output: the stock model's tuple (the fields that
+    are not `None`, in order), then `head_selection_kl` as the last element when `labels` were given."""
 
     head_selection_kl: torch.FloatTensor | None = None
 
