@@ -21,17 +21,21 @@ from transformers import (
     AutoModelForSeq2SeqLM,
     AutoModelForSpeechSeq2Seq,
     MarianConfig,
+    MarianModel,
     MarianMTModel,
     Speech2TextConfig,
     Speech2TextForConditionalGeneration,
+    Speech2TextModel,
 )
 from transformers.utils import logging as hf_logging
 
 from hf_headsel import (
     HeadSelMarianConfig,
+    HeadSelMarianModel,
     HeadSelMarianMTModel,
     HeadSelSpeech2TextConfig,
     HeadSelSpeech2TextForConditionalGeneration,
+    HeadSelSpeech2TextModel,
 )
 
 hf_logging.disable_progress_bar()
@@ -111,6 +115,8 @@ class Family:
     stock_config_class: type
     stock_model_class: type
     auto_model_class: type
+    base_model_class: type  # the head-selection base model (no LM head), registered with AutoModel
+    stock_base_model_class: type
     base_kwargs: dict
     main_input_name: str
     files: tuple = field(default=())  # the flat modules save_pretrained must write
@@ -195,6 +201,8 @@ MARIAN = Family(
     stock_config_class=MarianConfig,
     stock_model_class=MarianMTModel,
     auto_model_class=AutoModelForSeq2SeqLM,
+    base_model_class=HeadSelMarianModel,
+    stock_base_model_class=MarianModel,
     base_kwargs=MARIAN_KWARGS,
     main_input_name="input_ids",
     files=("head_selection.py", "configuration_headsel_marian.py", "modeling_headsel_marian.py"),
@@ -207,6 +215,8 @@ SPEECH2TEXT = Family(
     stock_config_class=Speech2TextConfig,
     stock_model_class=Speech2TextForConditionalGeneration,
     auto_model_class=AutoModelForSpeechSeq2Seq,
+    base_model_class=HeadSelSpeech2TextModel,
+    stock_base_model_class=Speech2TextModel,
     base_kwargs=SPEECH_KWARGS,
     main_input_name="input_features",
     files=(

@@ -602,3 +602,32 @@ def test_logits_are_the_only_added_parameters(family):
     added = set(dict(model.named_parameters())) - set(dict(stock.named_parameters()))
     assert added == {f"head_selection.{c}.logits" for c in ALL_COMPONENTS}
     assert set(dict(stock.named_parameters())) <= set(dict(model.named_parameters()))
+
+
+@pytest.mark.parametrize("strategy", ["group", "subset"])
+def test_gates_made_per_layer_equal_the_stacked_gates_with_their_gradients(strategy):
+    """The draw for gradient checkpointing (gates made by each layer from phi and the one noise draw) gives the heads,
+    gate values and phi gradients of the stacked draw, and links no two layers in one autograd graph."""
+    selector = HeadSelector(strategy, num_tasks=3, num_layers=3, heads=4, total_heads=8)
+    with torch.no_grad():
+        selector.logits.normal_()
+    weights = torch.randn(3, 4)
+    results = []
+    for per_layer in (False, True):
+        torch.manual_seed(5)
+        draw = selector.draw(sample=True, temperature=2.0, gates_per_layer=per_layer)
+        assert (draw.gates is None) == per_layer
+        layers = [draw.layer(layer) for layer in range(3)]
+        if per_layer:  # one backward per layer, as reentrant checkpointing runs them: no graph is shared
+            for _, gates in layers:
+                (gates * weights).sum().backward()
+        else:
+            sum((gates * weights).sum() for _, gates in layers).backward()
+        results.append((draw.heads, [gates.detach() for _, gates in layers], selector.logits.grad.clone()))
+        selector.logits.grad = None
+    (heads, gates, grad), (layer_heads, layer_gates, layer_grad) = results
+    torch.testing.assert_close(layer_heads, heads)
+    for a, b in zip(layer_gates, gates):
+        torch.testing.assert_close(a, b)
+    torch.testing.assert_close(layer_grad, grad)
+    assert grad.abs().sum() > 0

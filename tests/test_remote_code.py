@@ -46,6 +46,7 @@ def test_save_pretrained_writes_flat_modules_and_auto_map(family, saved):
     config_module, model_module = family.files[1][:-3], family.files[2][:-3]
     assert config["auto_map"] == {
         "AutoConfig": f"{config_module}.{family.config_class.__name__}",
+        "AutoModel": f"{model_module}.{family.base_model_class.__name__}",  # as the stock family registers it
         family.auto_model_class.__name__: f"{model_module}.{family.model_class.__name__}",
     }
     assert config["model_type"] == family.config_class.model_type
@@ -113,6 +114,13 @@ CHILD = textwrap.dedent(
         **data["inputs"], encoder_task_ids=data["encoder_task_ids"], decoder_task_ids=data["decoder_task_ids"],
         num_beams=3, max_new_tokens=6,
     )
+    # the base model, through AutoModel, from the same (generation-model) checkpoint
+    base = transformers.AutoModel.from_pretrained(model_dir, trust_remote_code=True).eval()
+    with torch.no_grad():
+        base_hidden = base(
+            **data["inputs"], decoder_input_ids=data["decoder_input_ids"],
+            encoder_task_ids=data["encoder_task_ids"], decoder_task_ids=data["decoder_task_ids"],
+        ).last_hidden_state
     assert "hf_headsel" not in sys.modules
     torch.save(
         {
@@ -124,6 +132,10 @@ CHILD = textwrap.dedent(
             "model_class": type(model).__name__,
             "defaults": (model.config.default_encoder_task, model.config.default_decoder_task),
             "selected_heads": model.selected_heads(),
+            "base_class": type(base).__name__,
+            "base_module": type(base).__module__,
+            "base_hidden": base_hidden,
+            "base_selected_heads": base.selected_heads(),
         },
         out_path,
     )
@@ -137,6 +149,9 @@ def test_trust_remote_code_loads_without_hf_headsel(family, saved, tmp_path):
     ids = dict(encoder_task_ids=ENCODER_IDS, decoder_task_ids=DECODER_IDS)
     with torch.no_grad():
         expected_mixed = model(**inputs, decoder_input_ids=decoder_input_ids, **ids).logits
+        expected_hidden = model(
+            **inputs, decoder_input_ids=decoder_input_ids, **ids, output_hidden_states=True
+        ).decoder_hidden_states[-1]
         expected_default = model(
             **inputs, decoder_input_ids=decoder_input_ids, encoder_task_ids=ENCODER_IDS,
             decoder_task_ids=torch.full((4,), 1),  # "fr"
@@ -171,4 +186,9 @@ def test_trust_remote_code_loads_without_hf_headsel(family, saved, tmp_path):
     torch.testing.assert_close(out["mixed"], expected_mixed)
     torch.testing.assert_close(out["default_decoder"], expected_default)
     torch.testing.assert_close(out["generated"], expected_generated)
+    assert out["base_class"] == family.base_model_class.__name__
+    assert out["base_module"].startswith("transformers_modules"), out["base_module"]
+    for component, heads in model.selected_heads().items():  # the selectors loaded into the base model too
+        torch.testing.assert_close(out["base_selected_heads"][component], heads)
+    torch.testing.assert_close(out["base_hidden"], expected_hidden)
     assert (tmp_path / "modules").is_dir()  # the remote modules were copied into the fresh cache

@@ -2,11 +2,11 @@
 """hf-headsel: attention head selection (Gong et al., 2021) for Hugging Face Transformers.
 
 Importing the package registers the head-selection configs and models with the Auto classes
-(`AutoConfig`, `AutoModelForSeq2SeqLM`, `AutoModelForSpeechSeq2Seq`) and marks them for remote code, so that
+(`AutoConfig`, `AutoModel`, `AutoModelForSeq2SeqLM`, `AutoModelForSpeechSeq2Seq`) and marks them for remote code, so that
 `save_pretrained` writes what `from_pretrained(path, trust_remote_code=True)` needs without this package.
 """
 
-from transformers import AutoConfig, AutoModelForSeq2SeqLM, AutoModelForSpeechSeq2Seq
+from transformers import AutoConfig, AutoModel, AutoModelForSeq2SeqLM, AutoModelForSpeechSeq2Seq
 
 from .configuration_headsel_marian import HeadSelMarianConfig
 from .configuration_headsel_speech_to_text import HeadSelSpeech2TextConfig
@@ -19,17 +19,21 @@ from .head_selection import (
     HeadSelSeq2SeqLMOutput,
     TaskRoute,
 )
-from .modeling_headsel_marian import HeadSelMarianMTModel
-from .modeling_headsel_speech_to_text import HeadSelSpeech2TextForConditionalGeneration
+from .modeling_headsel_marian import HeadSelMarianModel, HeadSelMarianMTModel
+from .modeling_headsel_speech_to_text import HeadSelSpeech2TextForConditionalGeneration, HeadSelSpeech2TextModel
 
 __version__ = "0.1.0"
 
 AutoConfig.register(HeadSelMarianConfig.model_type, HeadSelMarianConfig, exist_ok=True)
 AutoConfig.register(HeadSelSpeech2TextConfig.model_type, HeadSelSpeech2TextConfig, exist_ok=True)
+AutoModel.register(HeadSelMarianConfig, HeadSelMarianModel, exist_ok=True)
+AutoModel.register(HeadSelSpeech2TextConfig, HeadSelSpeech2TextModel, exist_ok=True)
 AutoModelForSeq2SeqLM.register(HeadSelMarianConfig, HeadSelMarianMTModel, exist_ok=True)
 AutoModelForSpeechSeq2Seq.register(HeadSelSpeech2TextConfig, HeadSelSpeech2TextForConditionalGeneration, exist_ok=True)
 HeadSelMarianConfig.register_for_auto_class()
 HeadSelSpeech2TextConfig.register_for_auto_class()
+HeadSelMarianModel.register_for_auto_class("AutoModel")
+HeadSelSpeech2TextModel.register_for_auto_class("AutoModel")
 HeadSelMarianMTModel.register_for_auto_class("AutoModelForSeq2SeqLM")
 HeadSelSpeech2TextForConditionalGeneration.register_for_auto_class("AutoModelForSpeechSeq2Seq")
 
@@ -39,9 +43,11 @@ __all__ = [
     "HeadDraw",
     "HeadSelMarianConfig",
     "HeadSelMarianMTModel",
+    "HeadSelMarianModel",
     "HeadSelSeq2SeqLMOutput",
     "HeadSelSpeech2TextConfig",
     "HeadSelSpeech2TextForConditionalGeneration",
+    "HeadSelSpeech2TextModel",
     "HeadSelectionConfigMixin",
     "HeadSelector",
     "TaskRoute",

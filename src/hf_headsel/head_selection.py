@@ -9,7 +9,8 @@ The whole mechanism lives in this module and is shared by every model family:
 * [`TaskRoute`]: the task id of every example of a batch, validated once per forward pass.
 * [`HeadSelectionAttentionMixin`]: an attention layer with `H'` candidate heads of which every example uses the
   `H` its task selects. Only the selected heads are projected, attended and cached.
-* [`HeadSelectionModelMixin`]: routing, default tasks, the KL term and `selected_heads()` for the top-level model.
+* [`HeadSelectionBaseModelMixin`]: routing, default tasks, the KL term and `selected_heads()` for a top-level model
+  (the base models); [`HeadSelectionModelMixin`] adds generation and the KL in the loss for the generation models.
 
 This file is copied next to the saved model for `trust_remote_code=True` loading, so it imports nothing but
 `torch` and `transformers`.
@@ -18,6 +19,7 @@ This file is copied next to the saved model for `trust_remote_code=True` loading
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
@@ -29,6 +31,8 @@ from transformers import initialization as init
 from transformers.modeling_outputs import Seq2SeqLMOutput
 from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 from transformers.cache_utils import EncoderDecoderCache
+from transformers.modeling_flash_attention_utils import FlashAttentionKwargs
+from transformers.processing_utils import Unpack
 
 from .adapters import TaskAdapters
 
@@ -181,7 +185,10 @@ class HeadSelectionConfigMixin:
 
     def num_keys(self, sides: Sequence[str]) -> int:
         """The number of routing keys made of the tasks of `sides` (a pair key counts every combination)."""
-        return math.prod(len(self.tasks(side)) for side in sides)
+        keys = 1
+        for side in sides:  # a loop, not math.prod over a generator: torch.compile traces this in the adapters
+            keys *= len(self.tasks(side))
+        return keys
 
     def num_layers(self, component: str) -> int:
         return self.encoder_layers if component == "encoder_self" else self.decoder_layers
@@ -253,20 +260,30 @@ class HeadSelector(nn.Module):
         offsets = torch.arange(self.num_tasks, device=device)[:, None] * self.heads
         return offsets + torch.arange(self.heads, device=device)
 
-    def draw(self, sample: bool, temperature: float, device: torch.device | None = None) -> "HeadDraw":
+    def draw(self, sample: bool, temperature: float, device: torch.device | None = None,
+             gates_per_layer: bool = False) -> "HeadDraw":
         """The heads of every task and layer, `[tasks, layers, H]`, and their gates (`None` when deterministic).
 
-        With `sample=True` the scores are a Gumbel-sigmoid sample `y = sigmoid((phi + g1 - g2) / tau)`, redrawn on
-        every call, and each selected head gets the straight-through gate `1 - y.detach() + y`: value 1, gradient
-        to `phi`. Otherwise the scores are `phi` itself and no gate is applied. The model draws once per forward
-        pass for all layers (a few kernels, not a few per layer).
+        With `sample=True` the scores are a Gumbel-sigmoid sample `y = sigmoid((phi + (g1 - g2)) / tau)`, redrawn
+        on every call, and each selected head gets the straight-through gate `1 - y.detach() + y`: value 1,
+        gradient to `phi`. Otherwise the scores are `phi` itself and no gate is applied. The model draws once per
+        forward pass for all layers (a few kernels, not a few per layer).
+
+        `gates_per_layer=True` (gradient checkpointing) keeps the one draw (the heads and the noise) but leaves the
+        gates to be made by each layer from `phi` and its slice of the noise: no autograd graph then links the
+        layers, which reentrant checkpointing needs (each layer's recomputation runs its own backward pass). The
+        values and gradients are those of the stacked gates.
         """
         if not self.learned:  # nothing to sample: `sample` is ignored
             return HeadDraw(self.task_specific_heads(device)[:, None].expand(-1, self.num_layers, -1))
         logits = self.logits
         if not sample:
             return HeadDraw(self.choose(logits.detach()))
-        y = torch.sigmoid((logits + _gumbel_like(logits) - _gumbel_like(logits)) / temperature)
+        noise = _gumbel_like(logits) - _gumbel_like(logits)  # drawn without autograd: it carries no graph
+        if gates_per_layer:
+            heads = self.choose(torch.sigmoid((logits.detach() + noise) / temperature))
+            return HeadDraw(heads, logits=logits, noise=noise, temperature=temperature)
+        y = torch.sigmoid((logits + noise) / temperature)
         heads = self.choose(y)
         return HeadDraw(heads, (1.0 - y.detach() + y).gather(-1, heads))
 
@@ -298,10 +315,16 @@ class HeadSelector(nn.Module):
 @dataclass(frozen=True)
 class HeadDraw:
     """The heads every task uses in every layer of one component, `[tasks, layers, H]`, for one forward pass, and
-    their straight-through gates (same shape; `None` when the choice is deterministic)."""
+    their straight-through gates (same shape; `None` when the choice is deterministic).
+
+    A draw made for gradient checkpointing has no stacked `gates` but `logits` (`phi`), the detached Gumbel
+    `noise` (`g1 - g2`, same shape) and the `temperature`: [`layer`] then makes each layer's gates on its own."""
 
     heads: torch.LongTensor
     gates: torch.Tensor | None = None
+    logits: torch.Tensor | None = None
+    noise: torch.Tensor | None = None
+    temperature: float = 1.0
 
     def __post_init__(self):
         # one view per layer, taken at once: the backward pass then stacks one gradient instead of accumulating one
@@ -311,7 +334,11 @@ class HeadDraw:
 
     def layer(self, layer: int) -> tuple[torch.LongTensor, torch.Tensor | None]:
         """The heads `[tasks, H]` and gates of one layer."""
-        return self.heads[:, layer], None if self._layer_gates is None else self._layer_gates[layer]
+        heads = self.heads[:, layer]
+        if self.noise is not None:  # same elementwise ops as the stacked gates: same values, same gradients
+            y = torch.sigmoid((self.logits[:, layer] + self.noise[:, layer]) / self.temperature).gather(-1, heads)
+            return heads, 1.0 - y.detach() + y
+        return heads, None if self._layer_gates is None else self._layer_gates[layer]
 
 
 def _gumbel_like(tensor: torch.Tensor) -> torch.Tensor:
@@ -355,6 +382,10 @@ class TaskRoute:
     tasks, `order` sorts the examples by task (stable) and `inverse` undoes it; both are `None` when one task holds
     the whole batch, so the common single-task batch costs what the stock model costs. Built once per forward pass
     (the only host synchronisation routing needs) and passed down to the layers as a keyword argument.
+
+    Under torch.compile an id tensor is routed without reading it on the host (`tasks` and `sizes` are `None`,
+    `num_tasks` is set; see [`TaskRoute.traced`]): every example is then served by gathering its task's parameters,
+    as a mixed batch is.
     """
 
     ids: torch.LongTensor
@@ -363,6 +394,7 @@ class TaskRoute:
     order: torch.LongTensor | None = None
     inverse: torch.LongTensor | None = None
     task_index: torch.LongTensor | None = None  # `tasks` as a tensor on the ids' device (mixed batches)
+    num_tasks: int | None = None  # set when the layout is unknown (traced routes)
 
     @classmethod
     def single(cls, task: int, batch_size: int, device: torch.device) -> "TaskRoute":
@@ -382,15 +414,34 @@ class TaskRoute:
         inverse = torch.empty_like(order).index_copy_(0, order, torch.arange(len(order), device=order.device))
         return cls(ids, tasks, sizes, order, inverse, torch.tensor(tasks, device=ids.device))
 
+    @classmethod
+    def traced(cls, ids: torch.LongTensor, num_tasks: int) -> "TaskRoute":
+        """The route of ids `[batch]` that cannot be read on the host (torch.compile tracing): the layout stays
+        unknown, and out-of-range ids fail an asynchronous device-side check instead of a `ValueError`."""
+        torch._assert_async(((ids >= 0) & (ids < num_tasks)).all(), "task id out of range")
+        return cls(ids, None, None, num_tasks=num_tasks)
+
+    @property
+    def layout_known(self) -> bool:
+        return self.tasks is not None
+
     @property
     def single_task(self) -> int | None:
-        return self.tasks[0] if len(self.tasks) == 1 else None
+        return self.tasks[0] if self.tasks is not None and len(self.tasks) == 1 else None
 
     def per_task(self, states: torch.Tensor, fn: Callable[[int, torch.Tensor], torch.Tensor]) -> torch.Tensor:
         """`fn(task, examples)` applied to the examples (rows of `states`) of every task present, results put back
-        in batch order. One sort and one unsort per call, whatever the number of tasks."""
+        in batch order. One sort and one unsort per call, whatever the number of tasks. With an unknown layout
+        (traced), `fn` runs on the whole batch for every task and each example keeps its own task's result."""
         if self.single_task is not None:
             return fn(self.single_task, states)
+        if self.tasks is None:
+            result = None
+            for task in range(self.num_tasks):
+                out = fn(task, states)
+                mask = (self.ids == task).view(-1, *(1,) * (out.dim() - 1))
+                result = out if result is None else torch.where(mask, out, result)
+            return result
         parts = states.index_select(0, self.order).split(self.sizes)
         return torch.cat([fn(task, part) for task, part in zip(self.tasks, parts)]).index_select(0, self.inverse)
 
@@ -432,6 +483,8 @@ def task_route(
             f"{side}_task_ids must have shape [batch_size] = [{batch_size}], got {list(task_ids.shape)}"
         )
     task_ids = task_ids.long()
+    if _compiling():  # no host synchronisation in traced code
+        return TaskRoute.traced(task_ids, len(tasks))
     # Counts per task plus one bin for out-of-range ids, read in the one synchronisation.
     in_range = (task_ids >= 0) & (task_ids < len(tasks))
     binned = torch.where(in_range, task_ids, len(tasks))
@@ -481,7 +534,10 @@ def keyed_route(config: HeadSelectionConfigMixin, sides: Sequence[str], routes: 
     if encoder.single_task is not None and decoder.single_task is not None:
         pair = encoder.single_task * len(config.decoder_tasks) + decoder.single_task
         return TaskRoute.single(pair, len(encoder.ids), encoder.ids.device)
-    return TaskRoute.build(encoder.ids * len(config.decoder_tasks) + decoder.ids, config.num_keys(sides))
+    pairs = encoder.ids * len(config.decoder_tasks) + decoder.ids
+    if _compiling():
+        return TaskRoute.traced(pairs, config.num_keys(sides))
+    return TaskRoute.build(pairs, config.num_keys(sides))
 
 
 def route_from_kwargs(config: HeadSelectionConfigMixin, sides: Sequence[str], kwargs: dict, reference: torch.Tensor):
@@ -581,6 +637,9 @@ class HeadSelectionAttentionMixin:
         """`[3, 1, head_dim]`: the row of dimension `d` of head `h` in projection `p` (q, k, v = 0, 1, 2) of the
         stacked weights is `p * H' * head_dim + h * head_dim + d`; this holds `p * H' * head_dim + d`. Made once
         per device."""
+        if _compiling():  # traced: a few constant kernels, no module state written
+            projection = torch.arange(3, device=device)[:, None, None] * self.q_proj.out_features
+            return projection + torch.arange(self.head_dim, device=device)
         offsets = self.__dict__.setdefault("_row_offsets_by_device", {})
         if device not in offsets:
             projection = torch.arange(3, device=device)[:, None, None] * self.q_proj.out_features
@@ -603,7 +662,12 @@ class HeadSelectionAttentionMixin:
         through autograd-visible ops (optimizer steps, `load_state_dict`, `copy_` under `no_grad`), and dropped when
         the module moves (`.to()`) or switches between `train()` and `eval()`. Writes through `param.data` bypass
         the version counters: call `model.clear_head_selection_cache()` after those.
+
+        Under torch.compile the value is computed in the graph instead: the `(id, _version)` guard is host-side
+        state that dynamo cannot trace, and a compiled graph must follow the weights without it.
         """
+        if _compiling():
+            return compute()
         state = self._weights_state()
         cached = self._task_weights_cache.get(key)
         if cached is None or cached[0] != state:
@@ -672,7 +736,8 @@ class HeadSelectionAttentionMixin:
         heads, gates = (None, None) if self._uses_eval_cache() else self._layer_choice(draws, states.device)
         if gates is not None:  # one task's gates broadcast over the batch, else one row per example
             gates = gates[route.single_task] if route.single_task is not None else gates[route.ids]
-        if route.single_task is None and self._gathers_mixed_batches(states):
+        # a traced route (torch.compile) does not know which tasks it holds: each example gathers its heads
+        if route.single_task is None and (not route.layout_known or self._gathers_mixed_batches(states)):
             return self._gathered_projector(route, heads, states.device), gates
         weights = self._weights_by_task(route, heads, states.device)
         return partial(self._project_grouped, route=route, weights=weights), gates
@@ -726,7 +791,7 @@ class HeadSelectionAttentionMixin:
         key_value_states: torch.Tensor | None = None,
         past_key_values=None,
         attention_mask: torch.Tensor | None = None,
-        **kwargs,
+        **kwargs: Unpack[FlashAttentionKwargs],
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """Input shape: Batch x Time x Channel. Mirrors the stock attention, heads chosen per example."""
         route = route_from_kwargs(self.config, self.config.component_sides(self.component), kwargs, hidden_states)
@@ -792,27 +857,40 @@ class HeadSelectionAttentionMixin:
 @dataclass
 class HeadSelSeq2SeqLMOutput(Seq2SeqLMOutput):
     """[`Seq2SeqLMOutput`] plus `head_selection_kl`: the token-weighted KL of the batch (computed when `labels` are
-    given), already added to `loss` with weight `config.head_selection_kl_weight`."""
+    given), already added to `loss` with weight `config.head_selection_kl_weight`.
+
+    With `return_dict=False` the model returns `to_tuple()` of this output: the stock model's tuple (the fields that
+    are not `None`, in order), then `head_selection_kl` as the last element when `labels` were given."""
 
     head_selection_kl: torch.FloatTensor | None = None
 
 
-class HeadSelectionModelMixin:
-    """Routing, default tasks, the KL term and `selected_heads()` for a stock encoder-decoder model.
+class HeadSelectionBaseModelMixin:
+    """Routing, default tasks, the KL term and `selected_heads()` for a stock encoder-decoder model, with or without
+    its language-model head.
 
-    Mixed in before the stock `...ForConditionalGeneration` class. The family module calls
-    [`~HeadSelectionModelMixin.install_head_selection`] at the end of `__init__` and routes its `forward` through
-    [`~HeadSelectionModelMixin.task_routes`] and [`~HeadSelectionModelMixin.add_head_selection_kl`].
+    Mixed in before the stock base model class (`MarianModel`, `Speech2TextModel`); [`HeadSelectionModelMixin`]
+    adds generation for the `...ForConditionalGeneration` classes. The family module calls
+    [`~HeadSelectionBaseModelMixin.install_head_selection`] at the end of `__init__` and routes its `forward`
+    through [`~HeadSelectionBaseModelMixin.task_routes`].
+
+    The selectors live at the top of either model (`head_selection.<component>.logits`), not under the base model
+    prefix: Transformers loads keys that match as they are, so a checkpoint of either class loads into the other
+    with its selectors.
     """
 
     attention_class: type  # the family's head-selection attention class
+    #: `{Auto class name: model class name}` of the family, written to `config.auto_map` by `save_pretrained` so
+    #: that every Auto class the stock family supports loads the saved model with `trust_remote_code=True`.
+    head_selection_auto_classes: dict[str, str] = {}
 
     def install_head_selection(self) -> None:
         """Add the selectors and swap the attention of every selecting component for a head-selection one."""
         config = self.config
         self.head_selection = HeadSelection(config)
+        base = self.base_model  # the model itself for the base model classes
         for component, selector in self.head_selection.items():
-            layers = self.model.encoder.layers if component == "encoder_self" else self.model.decoder.layers
+            layers = base.encoder.layers if component == "encoder_self" else base.decoder.layers
             name = "encoder_attn" if component == "decoder_cross" else "self_attn"
             for index, layer in enumerate(layers):
                 stock = getattr(layer, name)
@@ -835,8 +913,8 @@ class HeadSelectionModelMixin:
     def _install_task_adapters(self) -> None:
         """A [`TaskAdapters`] after every encoder and decoder layer (`layer.task_adapter`), applied by a forward
         hook that reads the task ids from the layer's keyword arguments."""
-        config = self.config
-        for side, layers in (("encoder", self.model.encoder.layers), ("decoder", self.model.decoder.layers)):
+        config, base = self.config, self.base_model
+        for side, layers in (("encoder", base.encoder.layers), ("decoder", base.decoder.layers)):
             sides = config.adapter_sides(side)
             for layer in layers:
                 layer.task_adapter = TaskAdapters(config.num_keys(sides), config.d_model, config.task_adapter_dim)
@@ -884,6 +962,94 @@ class HeadSelectionModelMixin:
         """
         for side, name in task_names(self.config, task, encoder_task, decoder_task).items():
             setattr(self.config, f"default_{side}_task", name)
+
+    def save_pretrained(self, save_directory: str | os.PathLike, *args, **kwargs):
+        """`PreTrainedModel.save_pretrained`; with remote code (the classes registered for an Auto class, as
+        importing `hf_headsel` does), `config.auto_map` names every model class of the family, so that `AutoModel`
+        and the family's generation Auto class both load the folder, as they load a stock checkpoint."""
+        if self._auto_class is not None and self.head_selection_auto_classes:
+            module = type(self).__module__.split(".")[-1]  # the flat module name the saved file will have
+            auto_map = dict(getattr(self.config, "auto_map", None) or {})
+            auto_map.update({auto: f"{module}.{name}" for auto, name in self.head_selection_auto_classes.items()})
+            self.config.auto_map = auto_map
+        return super().save_pretrained(save_directory, *args, **kwargs)
+
+    def clear_head_selection_cache(self) -> None:
+        """Drop the per-task weight slices cached for evaluation (needed only after writes through `param.data`)."""
+        for module in self.modules():
+            if isinstance(module, HeadSelectionAttentionMixin):
+                module.clear_task_weights_cache()
+
+    def selected_heads(self) -> dict[str, torch.LongTensor]:
+        """The deterministic choice: `{component: LongTensor[tasks, layers, H]}`, candidates listed slot by slot."""
+        return {component: selector.selected_heads() for component, selector in self.head_selection.items()}
+
+    # ---- forward helpers --------------------------------------------------------------------------------------
+
+    def task_routes(self, encoder_task_ids, decoder_task_ids, batch_size: int, device: torch.device) -> dict:
+        """The keyword arguments that route a forward pass through the layers: the ids of both sides, validated once,
+        as [`TaskRoute`]s, and (unless evaluating without autograd, where the layers cache their choice) the
+        [`HeadDraw`] of every component: one Gumbel-sigmoid sample of all layers per forward pass in training."""
+        config = self.config
+        routes = {}
+        if self.training or torch.is_grad_enabled():
+            temperature = float(config.head_selection_temperature)
+            # under gradient checkpointing every layer makes its own gates (see `HeadSelector.draw`)
+            per_layer = self.training and self._checkpoints_layers()
+            routes[DRAWS_KWARG] = {
+                component: selector.draw(self.training, temperature, device, gates_per_layer=per_layer)
+                for component, selector in self.head_selection.items()
+            }
+        for side, ids in (("encoder", encoder_task_ids), ("decoder", decoder_task_ids)):
+            if not isinstance(ids, TaskRoute):
+                ids = self._remembered_route(side, ids, batch_size, device)
+            routes[f"{side}_task_ids"] = ids
+        return routes
+
+    def _checkpoints_layers(self) -> bool:
+        """Whether gradient checkpointing is on for any encoder or decoder layer."""
+        base = self.base_model
+        return any(getattr(layer, "gradient_checkpointing", False) for layer in (*base.encoder.layers,
+                                                                                  *base.decoder.layers))
+
+    def _remembered_route(self, side: str, ids, batch_size: int, device: torch.device) -> TaskRoute:
+        """[`task_route`], remembered for the id tensor of the last call: `generate` passes the same tensor at every
+        decoding step, which then costs no validation and no host synchronisation."""
+        if _compiling():  # the memo is host-side state keyed on `_version`: traced code routes afresh
+            return task_route(self.config, side, ids, batch_size, device)
+        memo = self.__dict__.setdefault("_route_memo", {})
+        if isinstance(ids, torch.Tensor):
+            remembered = memo.get(side)
+            # the tensor itself is kept in the memo, so its id cannot be reused; `_version` catches in-place writes
+            if remembered is not None and remembered[0] is ids and remembered[1] == ids._version:
+                route = remembered[2]
+                if route.ids.shape[0] == batch_size and route.ids.device == device:
+                    return route
+        route = task_route(self.config, side, ids, batch_size, device)
+        memo[side] = (ids, ids._version, route) if isinstance(ids, torch.Tensor) else None
+        return route
+
+    def head_selection_kl(self, routes: dict, labels: torch.LongTensor) -> torch.Tensor:
+        """The batch KL: per component, the mean of the task KLs weighted by each task's target tokens."""
+        tokens = (labels != -100).sum(dim=-1).float()
+        # no target token at all: weigh the examples equally (`where`, not `if`: no host synchronisation, and
+        # traceable by torch.compile)
+        tokens = torch.where(tokens.sum() == 0, torch.ones_like(tokens), tokens)
+        side_routes = {side: routes[f"{side}_task_ids"] for side in SIDES}
+        total = tokens.new_zeros(())
+        for component, selector in self.head_selection.items():
+            task_kl = selector.task_kl()
+            if task_kl is None:
+                continue
+            route = keyed_route(self.config, self.config.component_sides(component), side_routes)
+            total = total + (task_kl.to(tokens.device)[route.ids] * tokens).sum() / tokens.sum()
+        return total
+
+class HeadSelectionModelMixin(HeadSelectionBaseModelMixin):
+    """[`HeadSelectionBaseModelMixin`] plus generation, the KL in the loss, task export and upcycling, for the
+    stock `...ForConditionalGeneration` classes (mixed in before them). The family's `forward` wraps the stock
+    output with [`~HeadSelectionModelMixin.add_head_selection_kl`].
+    """
 
     def generate(self, inputs: torch.Tensor | None = None, *args, encoder_task_ids=None, decoder_task_ids=None,
                  **kwargs):
@@ -934,68 +1100,10 @@ class HeadSelectionModelMixin:
 
         return from_stock(cls, stock_model_or_path, **head_selection_keywords)
 
-    def clear_head_selection_cache(self) -> None:
-        """Drop the per-task weight slices cached for evaluation (needed only after writes through `param.data`)."""
-        for module in self.modules():
-            if isinstance(module, HeadSelectionAttentionMixin):
-                module.clear_task_weights_cache()
-
-    def selected_heads(self) -> dict[str, torch.LongTensor]:
-        """The deterministic choice: `{component: LongTensor[tasks, layers, H]}`, candidates listed slot by slot."""
-        return {component: selector.selected_heads() for component, selector in self.head_selection.items()}
-
-    # ---- forward helpers --------------------------------------------------------------------------------------
-
-    def task_routes(self, encoder_task_ids, decoder_task_ids, batch_size: int, device: torch.device) -> dict:
-        """The keyword arguments that route a forward pass through the layers: the ids of both sides, validated once,
-        as [`TaskRoute`]s, and (unless evaluating without autograd, where the layers cache their choice) the
-        [`HeadDraw`] of every component: one Gumbel-sigmoid sample of all layers per forward pass in training."""
-        config = self.config
-        routes = {}
-        if self.training or torch.is_grad_enabled():
-            temperature = float(config.head_selection_temperature)
-            routes[DRAWS_KWARG] = {
-                component: selector.draw(self.training, temperature, device)
-                for component, selector in self.head_selection.items()
-            }
-        for side, ids in (("encoder", encoder_task_ids), ("decoder", decoder_task_ids)):
-            if not isinstance(ids, TaskRoute):
-                ids = self._remembered_route(side, ids, batch_size, device)
-            routes[f"{side}_task_ids"] = ids
-        return routes
-
-    def _remembered_route(self, side: str, ids, batch_size: int, device: torch.device) -> TaskRoute:
-        """[`task_route`], remembered for the id tensor of the last call: `generate` passes the same tensor at every
-        decoding step, which then costs no validation and no host synchronisation."""
-        memo = self.__dict__.setdefault("_route_memo", {})
-        if isinstance(ids, torch.Tensor):
-            remembered = memo.get(side)
-            # the tensor itself is kept in the memo, so its id cannot be reused; `_version` catches in-place writes
-            if remembered is not None and remembered[0] is ids and remembered[1] == ids._version:
-                route = remembered[2]
-                if route.ids.shape[0] == batch_size and route.ids.device == device:
-                    return route
-        route = task_route(self.config, side, ids, batch_size, device)
-        memo[side] = (ids, ids._version, route) if isinstance(ids, torch.Tensor) else None
-        return route
-
-    def head_selection_kl(self, routes: dict, labels: torch.LongTensor) -> torch.Tensor:
-        """The batch KL: per component, the mean of the task KLs weighted by each task's target tokens."""
-        tokens = (labels != -100).sum(dim=-1).float()
-        if tokens.sum() == 0:
-            tokens = torch.ones_like(tokens)
-        side_routes = {side: routes[f"{side}_task_ids"] for side in SIDES}
-        total = tokens.new_zeros(())
-        for component, selector in self.head_selection.items():
-            task_kl = selector.task_kl()
-            if task_kl is None:
-                continue
-            route = keyed_route(self.config, self.config.component_sides(component), side_routes)
-            total = total + (task_kl.to(tokens.device)[route.ids] * tokens).sum() / tokens.sum()
-        return total
-
     def add_head_selection_kl(self, outputs, labels, routes) -> HeadSelSeq2SeqLMOutput:
         """Wrap stock outputs; with `labels`, add `head_selection_kl_weight * KL` to the loss."""
+        # `return_dict=True` was asked of the stock forward; a `return_dict=False` tuple is made by `can_return_tuple`
+        # on the head-selection forward, from this output (`head_selection_kl` last).
         outputs = HeadSelSeq2SeqLMOutput(**outputs)
         if labels is not None:
             kl = self.head_selection_kl(routes, labels)
@@ -1024,3 +1132,8 @@ def first_tensor(*candidates) -> torch.Tensor:
             continue
         return candidate if isinstance(candidate, torch.Tensor) else candidate[0]
     raise ValueError("cannot infer the batch size: pass the model inputs, encoder_outputs or decoder inputs")
+
+
+def _compiling() -> bool:
+    """Whether torch.compile (dynamo) is tracing: host-side caches and host synchronisations are left out then."""
+    return torch.compiler.is_compiling()

@@ -5,22 +5,98 @@ The mechanism lives in `head_selection.py`; this module only names the stock cla
 """
 
 import torch
-from transformers import MarianMTModel
+from transformers import MarianModel, MarianMTModel
+from transformers.cache_utils import Cache
+from transformers.modeling_outputs import BaseModelOutput, Seq2SeqModelOutput
 from transformers.models.marian.modeling_marian import MarianAttention, eager_attention_forward
+from transformers.processing_utils import Unpack
+from transformers.utils import TransformersKwargs, can_return_tuple
 
 from .configuration_headsel_marian import HeadSelMarianConfig
 from .head_selection import (
     HeadSelectionAttentionMixin,
+    HeadSelectionBaseModelMixin,
     HeadSelectionModelMixin,
     HeadSelSeq2SeqLMOutput,
     first_tensor,
 )
+
+# Every Auto class the stock family is registered with, and its head-selection class (written to `auto_map`).
+AUTO_CLASSES = {"AutoModel": "HeadSelMarianModel", "AutoModelForSeq2SeqLM": "HeadSelMarianMTModel"}
 
 
 class HeadSelMarianAttention(HeadSelectionAttentionMixin, MarianAttention):
     """[`MarianAttention`] with `H'` candidate heads, of which each example uses the `H` its task selects."""
 
     eager_attention = staticmethod(eager_attention_forward)
+
+
+class HeadSelMarianModel(HeadSelectionBaseModelMixin, MarianModel):
+    r"""[`MarianModel`] (the bare encoder-decoder, no language-model head) with attention head selection.
+
+    Routed like [`HeadSelMarianMTModel`] by `encoder_task_ids` / `decoder_task_ids`, and loaded by `AutoModel`
+    like the stock base model (also from a [`HeadSelMarianMTModel`] checkpoint, selectors included). Returns the
+    stock [`Seq2SeqModelOutput`].
+
+    Example:
+
+    ```python
+    >>> import torch
+    >>> from hf_headsel import HeadSelMarianConfig, HeadSelMarianModel
+    >>> config = HeadSelMarianConfig(
+    ...     vocab_size=100, d_model=64, encoder_layers=2, decoder_layers=2, encoder_attention_heads=4,
+    ...     decoder_attention_heads=4, encoder_ffn_dim=128, decoder_ffn_dim=128, pad_token_id=0,
+    ...     decoder_start_token_id=0, encoder_tasks=["en"], decoder_tasks=["de", "fr"],
+    ... )
+    >>> model = HeadSelMarianModel(config).eval()
+    >>> out = model(torch.tensor([[5, 6, 7, 1]]), decoder_input_ids=torch.tensor([[0, 5]]), decoder_task_ids=[1])
+    >>> out.last_hidden_state.shape
+    torch.Size([1, 2, 64])
+    ```
+    """
+
+    config_class = HeadSelMarianConfig
+    attention_class = HeadSelMarianAttention
+    head_selection_auto_classes = AUTO_CLASSES
+
+    def __init__(self, config: HeadSelMarianConfig):
+        super().__init__(config)
+        self.install_head_selection()
+
+    @can_return_tuple
+    def forward(
+        self,
+        input_ids: torch.LongTensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        decoder_input_ids: torch.LongTensor | None = None,
+        decoder_attention_mask: torch.Tensor | None = None,
+        encoder_outputs: tuple[torch.Tensor] | BaseModelOutput | None = None,
+        past_key_values: Cache | None = None,
+        inputs_embeds: torch.Tensor | None = None,
+        decoder_inputs_embeds: torch.Tensor | None = None,
+        use_cache: bool | None = None,
+        encoder_task_ids: torch.LongTensor | None = None,
+        decoder_task_ids: torch.LongTensor | None = None,
+        **kwargs: Unpack[TransformersKwargs],
+    ) -> Seq2SeqModelOutput:
+        r"""The stock forward, routed per example (`encoder_task_ids` / `decoder_task_ids` as in
+        [`HeadSelMarianMTModel.forward`])."""
+        reference = first_tensor(input_ids, inputs_embeds, encoder_outputs, decoder_input_ids, decoder_inputs_embeds)
+        routes = self.task_routes(encoder_task_ids, decoder_task_ids, reference.shape[0], reference.device)
+        return super().forward(
+            input_ids,
+            attention_mask=attention_mask,
+            decoder_input_ids=decoder_input_ids,
+            decoder_attention_mask=decoder_attention_mask,
+            encoder_outputs=encoder_outputs,
+            past_key_values=past_key_values,
+            inputs_embeds=inputs_embeds,
+            decoder_inputs_embeds=decoder_inputs_embeds,
+            use_cache=use_cache,
+            return_dict=True,  # the tuple, if asked for, is made by `can_return_tuple` above
+            **routes,
+            **kwargs,
+        )
 
 
 class HeadSelMarianMTModel(HeadSelectionModelMixin, MarianMTModel):
@@ -50,26 +126,28 @@ class HeadSelMarianMTModel(HeadSelectionModelMixin, MarianMTModel):
 
     config_class = HeadSelMarianConfig
     attention_class = HeadSelMarianAttention
+    head_selection_auto_classes = AUTO_CLASSES
 
     def __init__(self, config: HeadSelMarianConfig):
         super().__init__(config)
         self.install_head_selection()
 
+    @can_return_tuple
     def forward(
         self,
         input_ids: torch.LongTensor | None = None,
         attention_mask: torch.Tensor | None = None,
         decoder_input_ids: torch.LongTensor | None = None,
         decoder_attention_mask: torch.Tensor | None = None,
-        encoder_outputs=None,
-        past_key_values=None,
+        encoder_outputs: tuple[torch.Tensor] | BaseModelOutput | None = None,
+        past_key_values: Cache | None = None,
         inputs_embeds: torch.Tensor | None = None,
         decoder_inputs_embeds: torch.Tensor | None = None,
         labels: torch.LongTensor | None = None,
         use_cache: bool | None = None,
         encoder_task_ids: torch.LongTensor | None = None,
         decoder_task_ids: torch.LongTensor | None = None,
-        **kwargs,
+        **kwargs: Unpack[TransformersKwargs],
     ) -> HeadSelSeq2SeqLMOutput:
         r"""The stock forward, routed per example.
 
@@ -78,7 +156,8 @@ class HeadSelMarianMTModel(HeadSelectionModelMixin, MarianMTModel):
         decoder_task_ids (`torch.LongTensor` of shape `(batch_size,)`, *optional*):
             Index into `config.decoder_tasks` of every example.
 
-        Returns the stock [`Seq2SeqLMOutput`] fields plus `head_selection_kl` (when `labels` are given).
+        Returns the stock [`Seq2SeqLMOutput`] fields plus `head_selection_kl` (when `labels` are given); with
+        `return_dict=False`, the stock tuple with `head_selection_kl` appended (when `labels` are given).
         """
         reference = first_tensor(input_ids, inputs_embeds, encoder_outputs, decoder_input_ids, decoder_inputs_embeds)
         routes = self.task_routes(encoder_task_ids, decoder_task_ids, reference.shape[0], reference.device)
@@ -93,10 +172,11 @@ class HeadSelMarianMTModel(HeadSelectionModelMixin, MarianMTModel):
             decoder_inputs_embeds=decoder_inputs_embeds,
             labels=labels,
             use_cache=use_cache,
+            return_dict=True,  # the tuple, if asked for, is made by `can_return_tuple` above
             **routes,
             **kwargs,
         )
         return self.add_head_selection_kl(outputs, labels, routes)
 
 
-__all__ = ["HeadSelMarianAttention", "HeadSelMarianMTModel"]
+__all__ = ["HeadSelMarianAttention", "HeadSelMarianMTModel", "HeadSelMarianModel"]

@@ -6,22 +6,100 @@ The mechanism lives in `head_selection.py`; this module only names the stock cla
 """
 
 import torch
-from transformers import Speech2TextForConditionalGeneration
+from transformers import Speech2TextForConditionalGeneration, Speech2TextModel
+from transformers.cache_utils import Cache
+from transformers.modeling_outputs import Seq2SeqModelOutput
 from transformers.models.speech_to_text.modeling_speech_to_text import Speech2TextAttention, eager_attention_forward
+from transformers.processing_utils import Unpack
+from transformers.utils import TransformersKwargs, can_return_tuple
 
 from .configuration_headsel_speech_to_text import HeadSelSpeech2TextConfig
 from .head_selection import (
     HeadSelectionAttentionMixin,
+    HeadSelectionBaseModelMixin,
     HeadSelectionModelMixin,
     HeadSelSeq2SeqLMOutput,
     first_tensor,
 )
+
+# Every Auto class the stock family is registered with, and its head-selection class (written to `auto_map`).
+AUTO_CLASSES = {
+    "AutoModel": "HeadSelSpeech2TextModel",
+    "AutoModelForSpeechSeq2Seq": "HeadSelSpeech2TextForConditionalGeneration",
+}
 
 
 class HeadSelSpeech2TextAttention(HeadSelectionAttentionMixin, Speech2TextAttention):
     """[`Speech2TextAttention`] with `H'` candidate heads, of which each example uses the `H` its task selects."""
 
     eager_attention = staticmethod(eager_attention_forward)
+
+
+class HeadSelSpeech2TextModel(HeadSelectionBaseModelMixin, Speech2TextModel):
+    r"""[`Speech2TextModel`] (the bare encoder-decoder, no language-model head) with attention head selection.
+
+    Routed like [`HeadSelSpeech2TextForConditionalGeneration`] by `encoder_task_ids` / `decoder_task_ids`, and
+    loaded by `AutoModel` like the stock base model (also from a [`HeadSelSpeech2TextForConditionalGeneration`]
+    checkpoint, selectors included). Returns the stock [`Seq2SeqModelOutput`].
+
+    Example:
+
+    ```python
+    >>> import torch
+    >>> from hf_headsel import HeadSelSpeech2TextConfig, HeadSelSpeech2TextModel
+    >>> config = HeadSelSpeech2TextConfig(
+    ...     vocab_size=100, d_model=64, encoder_layers=2, decoder_layers=2, encoder_attention_heads=4,
+    ...     decoder_attention_heads=4, encoder_ffn_dim=128, decoder_ffn_dim=128, input_feat_per_channel=20,
+    ...     encoder_tasks=["es", "fr"], decoder_tasks=["es", "fr"],
+    ... )
+    >>> model = HeadSelSpeech2TextModel(config).eval()
+    >>> out = model(torch.randn(2, 40, 20), decoder_input_ids=torch.tensor([[2, 5], [2, 6]]),
+    ...             encoder_task_ids=[0, 1], decoder_task_ids=[0, 1])
+    >>> out.last_hidden_state.shape
+    torch.Size([2, 2, 64])
+    ```
+    """
+
+    config_class = HeadSelSpeech2TextConfig
+    attention_class = HeadSelSpeech2TextAttention
+    head_selection_auto_classes = AUTO_CLASSES
+
+    def __init__(self, config: HeadSelSpeech2TextConfig):
+        super().__init__(config)
+        self.install_head_selection()
+
+    @can_return_tuple
+    def forward(
+        self,
+        input_features: torch.FloatTensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        decoder_input_ids: torch.LongTensor | None = None,
+        decoder_attention_mask: torch.LongTensor | None = None,
+        encoder_outputs: tuple[tuple[torch.Tensor]] | None = None,
+        past_key_values: Cache | None = None,
+        decoder_inputs_embeds: torch.Tensor | None = None,
+        use_cache: bool | None = None,
+        encoder_task_ids: torch.LongTensor | None = None,
+        decoder_task_ids: torch.LongTensor | None = None,
+        **kwargs: Unpack[TransformersKwargs],
+    ) -> Seq2SeqModelOutput:
+        r"""The stock forward, routed per example (`encoder_task_ids` / `decoder_task_ids` as in
+        [`HeadSelSpeech2TextForConditionalGeneration.forward`])."""
+        reference = first_tensor(input_features, encoder_outputs, decoder_input_ids, decoder_inputs_embeds)
+        routes = self.task_routes(encoder_task_ids, decoder_task_ids, reference.shape[0], reference.device)
+        return super().forward(
+            input_features,
+            attention_mask=attention_mask,
+            decoder_input_ids=decoder_input_ids,
+            decoder_attention_mask=decoder_attention_mask,
+            encoder_outputs=encoder_outputs,
+            past_key_values=past_key_values,
+            decoder_inputs_embeds=decoder_inputs_embeds,
+            use_cache=use_cache,
+            return_dict=True,  # the tuple, if asked for, is made by `can_return_tuple` above
+            **routes,
+            **kwargs,
+        )
 
 
 class HeadSelSpeech2TextForConditionalGeneration(HeadSelectionModelMixin, Speech2TextForConditionalGeneration):
@@ -50,25 +128,27 @@ class HeadSelSpeech2TextForConditionalGeneration(HeadSelectionModelMixin, Speech
 
     config_class = HeadSelSpeech2TextConfig
     attention_class = HeadSelSpeech2TextAttention
+    head_selection_auto_classes = AUTO_CLASSES
 
     def __init__(self, config: HeadSelSpeech2TextConfig):
         super().__init__(config)
         self.install_head_selection()
 
+    @can_return_tuple
     def forward(
         self,
         input_features: torch.FloatTensor | None = None,
         attention_mask: torch.Tensor | None = None,
         decoder_input_ids: torch.LongTensor | None = None,
         decoder_attention_mask: torch.LongTensor | None = None,
-        encoder_outputs=None,
-        past_key_values=None,
+        encoder_outputs: tuple[tuple[torch.Tensor]] | None = None,
+        past_key_values: Cache | None = None,
         decoder_inputs_embeds: torch.Tensor | None = None,
         labels: torch.LongTensor | None = None,
         use_cache: bool | None = None,
         encoder_task_ids: torch.LongTensor | None = None,
         decoder_task_ids: torch.LongTensor | None = None,
-        **kwargs,
+        **kwargs: Unpack[TransformersKwargs],
     ) -> HeadSelSeq2SeqLMOutput:
         r"""The stock forward, routed per example.
 
@@ -77,7 +157,8 @@ class HeadSelSpeech2TextForConditionalGeneration(HeadSelectionModelMixin, Speech
         decoder_task_ids (`torch.LongTensor` of shape `(batch_size,)`, *optional*):
             Index into `config.decoder_tasks` of every example.
 
-        Returns the stock [`Seq2SeqLMOutput`] fields plus `head_selection_kl` (when `labels` are given).
+        Returns the stock [`Seq2SeqLMOutput`] fields plus `head_selection_kl` (when `labels` are given); with
+        `return_dict=False`, the stock tuple with `head_selection_kl` appended (when `labels` are given).
         """
         reference = first_tensor(input_features, encoder_outputs, decoder_input_ids, decoder_inputs_embeds, labels)
         routes = self.task_routes(encoder_task_ids, decoder_task_ids, reference.shape[0], reference.device)
@@ -91,10 +172,11 @@ class HeadSelSpeech2TextForConditionalGeneration(HeadSelectionModelMixin, Speech
             decoder_inputs_embeds=decoder_inputs_embeds,
             labels=labels,
             use_cache=use_cache,
+            return_dict=True,  # the tuple, if asked for, is made by `can_return_tuple` above
             **routes,
             **kwargs,
         )
         return self.add_head_selection_kl(outputs, labels, routes)
 
 
-__all__ = ["HeadSelSpeech2TextAttention", "HeadSelSpeech2TextForConditionalGeneration"]
+__all__ = ["HeadSelSpeech2TextAttention", "HeadSelSpeech2TextForConditionalGeneration", "HeadSelSpeech2TextModel"]

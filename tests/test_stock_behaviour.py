@@ -1,0 +1,556 @@
+"""The head-selection models behave like the stock Transformers models wherever those work (issue 14).
+
+* `return_dict=False` (argument or config) returns the stock tuple, `head_selection_kl` last when labels are given;
+* `torch.compile(model, fullgraph=True)` traces the forward (evaluation and training) and compiled generation
+  (static caches) gives what eager gives, also after the weights change;
+* gradient checkpointing, reentrant or not, gives the gradients of an unchecked run;
+* the forwards declare `**kwargs: Unpack[TransformersKwargs]` like the stock ones;
+* base models (`HeadSelMarianModel`, `HeadSelSpeech2TextModel`) are registered with `AutoModel` and load from and into
+  the generation models' checkpoints like the stock families do;
+* a search over the keywords of the stock forward / generate path: the `H' = H` head-selection twin of a stock
+  model (same weights, one candidate per slot) returns what the stock model returns, keyword by keyword.
+
+Every case runs for both families, with `H' = H` and `H' = 2H` and with single-task and mixed-task id tensors where
+it applies. Compile tests use the `eager` dynamo backend: what failed was dynamo's tracing, and it keeps them fast.
+"""
+
+from __future__ import annotations
+
+import inspect
+import typing
+
+import pytest
+import torch
+from transformers import AutoModel, CompileConfig, GenerationConfig
+from transformers.cache_utils import Cache
+from transformers.processing_utils import Unpack
+from transformers.utils import ModelOutput, TransformersKwargs
+
+from conftest import ALL_COMPONENTS, HEADS, randomize_selector_logits, seed_everything
+
+MIXED = dict(encoder_task_ids=torch.tensor([0, 1, 1, 0]), decoder_task_ids=torch.tensor([0, 2, 1, 2]))
+SINGLE = dict(encoder_task_ids=torch.tensor([1, 1, 1, 1]), decoder_task_ids=torch.tensor([2, 2, 2, 2]))
+IDS = {"single": SINGLE, "mixed": MIXED}
+RATIOS = {"H'=H": 1, "H'=2H": 2}
+
+
+def build(family, ratio: int, model_class=None, **overrides):
+    """A seeded model selecting in all three components with `H' = ratio * H` and spread `phi`."""
+    config = family.config(
+        head_selection_components=ALL_COMPONENTS,
+        total_encoder_attention_heads=ratio * HEADS,
+        total_decoder_attention_heads=ratio * HEADS,
+        **overrides,
+    )
+    seed_everything()
+    model = (model_class or family.model_class)(config).eval()
+    randomize_selector_logits(model)
+    return model
+
+
+def twin(family, base: bool = False, **overrides):
+    """A stock model and its `H' = H` head-selection twin with the same weights: equal for every task."""
+    stock_class = family.stock_base_model_class if base else family.stock_model_class
+    seed_everything()
+    stock = stock_class(family.stock_config(**overrides)).eval()
+    model = build(family, 1, family.base_model_class if base else family.model_class, **overrides)
+    missing, unexpected = model.load_state_dict(stock.state_dict(), strict=False)
+    assert not unexpected and missing and all(key.startswith("head_selection.") for key in missing)
+    return stock, model
+
+
+def assert_same(actual, expected, path: str = "output") -> None:
+    """Equal structure and values: tensors, tuples, model outputs and caches (their keys and values)."""
+    if isinstance(expected, torch.Tensor):
+        assert isinstance(actual, torch.Tensor), path
+        torch.testing.assert_close(actual, expected, msg=lambda m: f"{path}: {m}")
+    elif isinstance(expected, Cache):
+        assert type(actual) is type(expected), path
+        if hasattr(expected, "self_attention_cache"):
+            assert_same(actual.self_attention_cache, expected.self_attention_cache, f"{path}.self")
+            assert_same(actual.cross_attention_cache, expected.cross_attention_cache, f"{path}.cross")
+        else:
+            assert len(actual.layers) == len(expected.layers), path
+            for index, (a, e) in enumerate(zip(actual.layers, expected.layers)):
+                assert_same(a.keys, e.keys, f"{path}.layers[{index}].keys")
+                assert_same(a.values, e.values, f"{path}.layers[{index}].values")
+    elif isinstance(expected, (ModelOutput, dict)):
+        assert list(actual.keys()) == list(expected.keys()), path
+        for key in expected:
+            assert_same(actual[key], expected[key], f"{path}.{key}")
+    elif isinstance(expected, (tuple, list)):
+        assert isinstance(actual, (tuple, list)) and len(actual) == len(expected), path
+        for index, (a, e) in enumerate(zip(actual, expected)):
+            assert_same(a, e, f"{path}[{index}]")
+    else:
+        assert actual == expected, path
+
+
+def without_kl(output):
+    """A head-selection output minus `head_selection_kl`: the stock fields."""
+    return type(output)(**{key: value for key, value in output.items() if key != "head_selection_kl"})
+
+
+@pytest.fixture
+def fresh_dynamo():
+    """Compile tests start from an empty dynamo cache: every test builds new models, and the shared `forward` code
+    objects would otherwise reach dynamo's recompilation limit."""
+    torch._dynamo.reset()
+    yield
+    torch._dynamo.reset()
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# (1) return_dict=False
+# ---------------------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("labels", [False, True], ids=["no_labels", "labels"])
+@pytest.mark.parametrize("ids", list(IDS))
+@pytest.mark.parametrize("ratio", list(RATIOS))
+def test_return_dict_false_returns_the_output_as_a_tuple_kl_last(family, ratio, ids, labels):
+    model = build(family, RATIOS[ratio])
+    kwargs = dict(**family.inputs(), decoder_input_ids=family.decoder_input_ids(), **IDS[ids])
+    if labels:
+        kwargs["labels"] = family.labels()
+    with torch.no_grad():
+        expected = model(**kwargs)
+        got = model(**kwargs, return_dict=False)
+    assert isinstance(got, tuple)
+    assert_same(got, expected.to_tuple())
+    if labels:
+        torch.testing.assert_close(got[0], expected.loss)
+        torch.testing.assert_close(got[-1], expected.head_selection_kl)  # the documented place of the KL
+    else:
+        assert expected.head_selection_kl is None
+
+
+@pytest.mark.parametrize("base", [False, True], ids=["lm", "base"])
+@pytest.mark.parametrize("labels", [False, True], ids=["no_labels", "labels"])
+def test_return_dict_false_tuple_is_the_stocks_plus_the_kl(family, labels, base):
+    if base and labels:
+        pytest.skip("the base models take no labels")
+    stock, model = twin(family, base=base)
+    kwargs = dict(**family.inputs(), decoder_input_ids=family.decoder_input_ids())
+    if labels:
+        kwargs["labels"] = family.labels()
+    with torch.no_grad():
+        expected = stock(**kwargs, return_dict=False)
+        got = model(**kwargs, **MIXED, return_dict=False)
+    assert isinstance(expected, tuple) and isinstance(got, tuple)
+    if labels:  # the KL of H' = H learns nothing: zero
+        torch.testing.assert_close(got[-1], torch.tensor(0.0))
+        got = got[:-1]
+    assert_same(got, expected)
+
+
+@pytest.mark.parametrize("base", [False, True], ids=["lm", "base"])
+def test_config_return_dict_false_behaves_as_on_the_stock_model(family, base):
+    """`config.return_dict = False`: the same tuple as the stock model, or, where the installed Transformers' stock
+    model cannot run with it (its submodules then return tuples to a forward reading attributes), the same error."""
+    stock, model = twin(family, base=base)
+    kwargs = dict(**family.inputs(), decoder_input_ids=family.decoder_input_ids())
+    stock.config.return_dict = model.config.return_dict = False
+    with torch.no_grad():
+        try:
+            expected = stock(**kwargs)
+        except Exception as error:  # noqa: BLE001 - the stock model's own failure is the expected behaviour
+            with pytest.raises(type(error)):
+                model(**kwargs, **MIXED)
+            return
+        got = model(**kwargs, **MIXED)
+    assert_same(got, expected)
+
+
+def test_return_dict_false_trains(family):
+    """The tuple's loss trains like the dict's (what `Trainer` reads with `config.return_dict=False`)."""
+    model = build(family, 2, head_selection_kl_weight=0.5).train()
+    seed_everything(3)
+    loss = model(**family.inputs(), labels=family.labels(), **MIXED).loss
+    loss.backward()
+    expected = {name: p.grad.clone() for name, p in model.named_parameters() if p.grad is not None}
+    model.zero_grad(set_to_none=True)
+    seed_everything(3)
+    output = model(**family.inputs(), labels=family.labels(), **MIXED, return_dict=False)
+    output[0].backward()
+    torch.testing.assert_close(output[0], loss)
+    for name, grad in expected.items():
+        torch.testing.assert_close(dict(model.named_parameters())[name].grad, grad)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# (2) torch.compile
+# ---------------------------------------------------------------------------------------------------------------
+
+
+def test_compile_flags_are_the_stocks(family):
+    for ours, stock in ((family.model_class, family.stock_model_class),
+                        (family.base_model_class, family.stock_base_model_class)):
+        assert ours._can_compile_fullgraph == stock._can_compile_fullgraph
+        assert ours.supports_gradient_checkpointing == stock.supports_gradient_checkpointing
+
+
+@pytest.mark.parametrize("ratio, ids", [("H'=H", "single"), ("H'=2H", "mixed"), ("H'=2H", "default")])
+def test_fullgraph_compiled_forward_equals_eager(family, ratio, ids, fresh_dynamo):
+    overrides = dict(default_encoder_task="de", default_decoder_task="fr") if ids == "default" else {}
+    if ids == "mixed":  # with per-direction adapters too: routed per example in the graph as well
+        overrides["task_adapter_dim"] = 4
+    model = build(family, RATIOS[ratio], **overrides)
+    with torch.no_grad():
+        for name, parameter in model.named_parameters():
+            if name.endswith("up_weight"):  # fresh adapters change nothing: make them count
+                parameter.normal_(std=0.3)
+    kwargs = dict(**family.inputs(), decoder_input_ids=family.decoder_input_ids(), **IDS.get(ids, {}))
+    compiled = torch.compile(model, fullgraph=True, backend="eager")
+    with torch.no_grad():
+        expected = model(**kwargs, use_cache=False)
+        got = compiled(**kwargs, use_cache=False)
+        assert_same(got, expected)
+        # the compiled graph reads the weights, not a cache of them: it follows an in-place change
+        model.model.decoder.layers[0].self_attn.q_proj.weight.mul_(1.5)
+        model.head_selection["encoder_self"].logits.neg_()
+        expected = model(**kwargs, use_cache=False)
+        got = compiled(**kwargs, use_cache=False)
+        assert_same(got, expected)
+        if ids == "mixed":  # ids cannot be validated on the host in a graph: a device-side assertion fails instead
+            bad = {**kwargs, "decoder_task_ids": torch.tensor([0, 3, 1, 2])}
+            with pytest.raises(RuntimeError, match="task id out of range"):
+                compiled(**bad, use_cache=False)
+
+
+def test_fullgraph_compiled_base_model_equals_eager(family, fresh_dynamo):
+    model = build(family, 2, family.base_model_class)
+    kwargs = dict(**family.inputs(), decoder_input_ids=family.decoder_input_ids(), **MIXED, use_cache=False)
+    compiled = torch.compile(model, fullgraph=True, backend="eager")
+    with torch.no_grad():
+        assert_same(compiled(**kwargs), model(**kwargs))
+
+
+def test_fullgraph_compiled_training_step_equals_eager(family, fresh_dynamo):
+    """One Gumbel draw (same seed), loss with the KL, and every gradient."""
+    model = build(family, 2, head_selection_kl_weight=0.5).train()
+    kwargs = dict(**family.inputs(), labels=family.labels(), **MIXED)
+
+    def step(run):
+        seed_everything(11)
+        output = run(**kwargs)
+        output.loss.backward()
+        result = (output.loss.detach(), output.head_selection_kl.detach(),
+                  {name: p.grad.clone() for name, p in model.named_parameters() if p.grad is not None})
+        model.zero_grad(set_to_none=True)
+        return result
+
+    results = [step(model)]
+    try:
+        results.append(step(torch.compile(model, fullgraph=True, backend="eager")))
+    except torch._dynamo.exc.Unsupported:
+        # Only where the stock training forward has a graph break of its own (Transformers 5.17 draws the layerdrop
+        # probability and branches on it even at layerdrop 0): then it must be the stock's, and we compile as it can.
+        stock = family.stock_model().train()
+        torch._dynamo.reset()
+        with pytest.raises(torch._dynamo.exc.Unsupported):
+            torch.compile(stock, fullgraph=True, backend="eager")(**family.inputs(), labels=family.labels())
+        torch._dynamo.reset()
+        results.append(step(torch.compile(model, backend="eager")))
+    (loss, kl, grads), (compiled_loss, compiled_kl, compiled_grads) = results
+    torch.testing.assert_close(compiled_loss, loss)
+    torch.testing.assert_close(compiled_kl, kl)
+    assert compiled_grads.keys() == grads.keys() and any(name.startswith("head_selection.") for name in grads)
+    for name in grads:
+        torch.testing.assert_close(compiled_grads[name], grads[name])
+
+
+def compile_config() -> CompileConfig:
+    config = CompileConfig(fullgraph=True, backend="eager", mode=None)
+    config._compile_all_devices = True  # generate compiles on accelerators only unless told (testing flag)
+    return config
+
+
+@pytest.mark.parametrize("cache_implementation", ["static", "offloaded_static"])
+@pytest.mark.parametrize("ratio, ids", [("H'=H", "single"), ("H'=2H", "mixed")])
+def test_compiled_generation_equals_eager(family, ratio, ids, cache_implementation, fresh_dynamo):
+    device = "cpu"
+    if cache_implementation == "offloaded_static":
+        if not torch.cuda.is_available():
+            pytest.skip("the offloaded static cache needs CUDA (the stock model's too)")
+        device = "cuda"
+    # the mixed case with per-direction adapters (the encoder then runs outside generate's compiled decoder steps)
+    model = build(family, RATIOS[ratio], **(dict(task_adapter_dim=4) if ids == "mixed" else {}))
+    with torch.no_grad():
+        for name, parameter in model.named_parameters():
+            if name.endswith("up_weight"):
+                parameter.normal_(std=0.3)
+    model = model.to(device)
+    inputs = {key: value.to(device) for key, value in {**family.inputs(), **IDS[ids]}.items()}
+    kwargs = dict(**inputs, max_new_tokens=6, do_sample=False, num_beams=1)
+    expected = model.generate(**kwargs)
+    static = model.generate(**kwargs, cache_implementation=cache_implementation)
+    compiled = model.generate(**kwargs, cache_implementation=cache_implementation, compile_config=compile_config())
+    assert hasattr(model, "_compiled_call")  # generate did take the compiled forward
+    torch.testing.assert_close(static, expected)
+    torch.testing.assert_close(compiled, expected)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# (3) gradient checkpointing
+# ---------------------------------------------------------------------------------------------------------------
+
+
+def train_grads(model, family, ids: dict, checkpointing: dict | None, base: bool = False):
+    """Loss and gradients of one training step, the Gumbel draw seeded (the same draw in every run)."""
+    if checkpointing is not None:
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs=checkpointing)
+    model.train()
+    seed_everything(7)
+    if base:
+        inputs = dict(**family.inputs(), decoder_input_ids=family.decoder_input_ids(), **ids)
+        loss = model(**inputs).last_hidden_state.pow(2).mean()
+    else:
+        loss = model(**family.inputs(), labels=family.labels(), **ids).loss
+    loss.backward()
+    return loss.detach(), {name: p.grad for name, p in model.named_parameters() if p.grad is not None}
+
+
+@pytest.mark.parametrize("reentrant", [True, False], ids=["reentrant", "non_reentrant"])
+@pytest.mark.parametrize("ids", list(IDS))
+@pytest.mark.parametrize("ratio", list(RATIOS))
+def test_gradient_checkpointing_gives_the_gradients_of_an_unchecked_run(family, ratio, ids, reentrant):
+    results = [
+        train_grads(build(family, RATIOS[ratio], head_selection_kl_weight=0.5), family, IDS[ids], checkpointing)
+        for checkpointing in (None, {"use_reentrant": reentrant})
+    ]
+    (loss, grads), (checked_loss, checked_grads) = results
+    torch.testing.assert_close(checked_loss, loss)
+    assert checked_grads.keys() == grads.keys()
+    assert any(name.startswith("head_selection.") and grad.abs().sum() > 0 for name, grad in grads.items())
+    for name in grads:
+        torch.testing.assert_close(checked_grads[name], grads[name], msg=lambda m: f"{name}: {m}")
+
+
+@pytest.mark.parametrize("variant", ["base_model", "adapters", "every_second_layer"])
+def test_reentrant_checkpointing_variants_give_unchecked_gradients(family, variant):
+    base = variant == "base_model"
+    overrides = dict(task_adapter_dim=4) if variant == "adapters" else {}
+    model_class = family.base_model_class if base else None
+    checkpointing = {"use_reentrant": True}
+    results = []
+    for setting in (None, checkpointing):
+        model = build(family, 2, model_class, **overrides)
+        if variant == "adapters":  # non-zero up-projections, so that the adapters change the outputs
+            with torch.no_grad():
+                for name, parameter in model.named_parameters():
+                    if name.endswith("up_weight"):
+                        parameter.normal_(std=0.3)
+        if variant == "every_second_layer" and setting is not None:
+            model.gradient_checkpointing_enable(gradient_checkpointing_kwargs=setting)
+            for layer in (*model.model.encoder.layers[1::2], *model.model.decoder.layers[1::2]):
+                layer.gradient_checkpointing = False
+            setting = None
+        results.append(train_grads(model, family, MIXED, setting, base=base))
+    (loss, grads), (checked_loss, checked_grads) = results
+    torch.testing.assert_close(checked_loss, loss)
+    assert checked_grads.keys() == grads.keys() and any(name.startswith("head_selection.") for name in grads)
+    for name in grads:
+        torch.testing.assert_close(checked_grads[name], grads[name], msg=lambda m: f"{name}: {m}")
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# (4) signatures
+# ---------------------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("kind", ["lm", "base", "attention"])
+def test_forward_signature_is_the_stocks_plus_the_task_ids(family, kind):
+    if kind == "attention":
+        ours = family.model(head_selection_components=ALL_COMPONENTS).model.decoder.layers[0].self_attn
+        ours, stock = type(ours), type(ours).__mro__[2]  # HeadSel...Attention(mixin, stock attention)
+        extra = []
+    else:
+        ours, stock = ((family.model_class, family.stock_model_class) if kind == "lm"
+                       else (family.base_model_class, family.stock_base_model_class))
+        extra = ["encoder_task_ids", "decoder_task_ids"]
+    stock_params = inspect.signature(stock.forward).parameters
+    our_params = inspect.signature(ours.forward).parameters
+    if kind == "attention":  # one shared attention forward: every stock keyword is taken, by name or **kwargs
+        assert set(stock_params) - set(our_params) <= {"output_attentions"}, set(stock_params) - set(our_params)
+        stock_params = {name: p for name, p in stock_params.items() if name in our_params}
+    else:
+        assert list(our_params) == [name for name in stock_params if name != "kwargs"] + extra + ["kwargs"]
+    for name, parameter in stock_params.items():
+        assert our_params[name].kind == parameter.kind, name
+        assert our_params[name].default == parameter.default, name
+    # tooling reads the `**kwargs` annotation to know which model-agnostic keywords (output_attentions, ...) work
+    our_hints, stock_hints = typing.get_type_hints(ours.forward), typing.get_type_hints(stock.forward)
+    assert our_hints["kwargs"] == stock_hints["kwargs"]
+    if kind != "attention":
+        assert our_hints["kwargs"] == Unpack[TransformersKwargs]
+        assert {"output_attentions", "output_hidden_states"} <= TransformersKwargs.__optional_keys__
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# (5) base models
+# ---------------------------------------------------------------------------------------------------------------
+
+
+def test_auto_model_builds_the_base_model_and_prefixes_are_the_stocks(family):
+    config = family.config()
+    base = AutoModel.from_config(config)
+    assert type(base) is family.base_model_class
+    assert base.base_model_prefix == family.stock_base_model_class.base_model_prefix
+    assert base.base_model is base
+    lm = family.model_class(config)
+    assert lm.base_model is lm.model
+    assert not family.base_model_class.can_generate() and family.model_class.can_generate()
+
+
+def loading_report(model_class, path) -> tuple[object, dict]:
+    model, info = model_class.from_pretrained(path, output_loading_info=True)
+    return model.eval(), {key: sorted(value) for key, value in info.items() if key != "error_msgs"}
+
+
+@pytest.mark.parametrize("direction", ["lm_to_base", "base_to_lm"])
+def test_checkpoints_load_across_base_and_generation_models_like_the_stocks(family, direction, tmp_path):
+    """Loaded through the Auto classes with `base_model_prefix`: the same missing / unexpected keys as the stock
+    family, the selectors carried over, and the same hidden states."""
+    source_class, target_auto = (
+        (family.model_class, AutoModel) if direction == "lm_to_base" else (family.base_model_class, family.auto_model_class)
+    )
+    stock_source, stock_target = (
+        (family.stock_model_class, family.stock_base_model_class) if direction == "lm_to_base"
+        else (family.stock_base_model_class, family.stock_model_class)
+    )
+    model = build(family, 2, source_class)
+    model.save_pretrained(tmp_path / "headsel")
+    seed_everything()
+    stock_source(family.stock_config()).save_pretrained(tmp_path / "stock")
+    loaded, report = loading_report(target_auto, tmp_path / "headsel")
+    _, stock_report = loading_report(stock_target, tmp_path / "stock")
+    assert type(loaded).__name__ == (family.base_model_class if direction == "lm_to_base" else family.model_class).__name__
+    assert report == stock_report
+    for component, heads in model.selected_heads().items():
+        torch.testing.assert_close(loaded.selected_heads()[component], heads)
+    kwargs = dict(**family.inputs(), decoder_input_ids=family.decoder_input_ids(), **MIXED)
+
+    def last_hidden(m):
+        out = m(**kwargs, output_hidden_states=True)
+        return out.last_hidden_state if hasattr(out, "last_hidden_state") else out.decoder_hidden_states[-1]
+
+    with torch.no_grad():
+        torch.testing.assert_close(last_hidden(loaded), last_hidden(model))
+
+
+def test_base_model_takes_a_default_task(family, tmp_path):
+    model = build(family, 2, family.base_model_class)
+    model.save_pretrained(tmp_path)
+    loaded = AutoModel.from_pretrained(tmp_path, task="fr").eval()
+    assert loaded.config.default_decoder_task == "fr"
+    kwargs = dict(**family.inputs(), decoder_input_ids=family.decoder_input_ids(), encoder_task_ids=MIXED["encoder_task_ids"])
+    with torch.no_grad():
+        torch.testing.assert_close(
+            loaded(**kwargs).last_hidden_state,
+            model(**kwargs, decoder_task_ids=torch.tensor([1, 1, 1, 1])).last_hidden_state,
+        )
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# The stock forward / generate keywords, one by one, against the H' = H twin
+# ---------------------------------------------------------------------------------------------------------------
+
+
+def forward_cases(family) -> dict:
+    """Keyword sets of the stock forward: name -> function(stock model) -> kwargs (built from the stock model where
+    they are model outputs)."""
+    inputs, decoder_input_ids = family.inputs(), family.decoder_input_ids()
+    main = family.main_input_name
+    decoder_mask = torch.ones_like(decoder_input_ids)
+    decoder_mask[-1, -2:] = 0
+    cases = {
+        "default": lambda stock: dict(**inputs, decoder_input_ids=decoder_input_ids),
+        "outputs": lambda stock: dict(**inputs, decoder_input_ids=decoder_input_ids, output_attentions=True,
+                                      output_hidden_states=True),
+        "no_cache": lambda stock: dict(**inputs, decoder_input_ids=decoder_input_ids, use_cache=False),
+        "decoder_attention_mask": lambda stock: dict(**inputs, decoder_input_ids=decoder_input_ids,
+                                                     decoder_attention_mask=decoder_mask, use_cache=False),
+        "encoder_outputs_tuple": lambda stock: dict(
+            attention_mask=inputs["attention_mask"], decoder_input_ids=decoder_input_ids,
+            encoder_outputs=(stock.get_encoder()(**inputs).last_hidden_state,),
+        ),
+    }
+    if main == "input_ids":  # the stock Speech2Text decoder needs decoder_input_ids (its positions come from them)
+        cases["decoder_inputs_embeds"] = lambda stock: dict(
+            **inputs, decoder_inputs_embeds=stock.get_decoder().embed_tokens(decoder_input_ids), use_cache=False
+        )
+        cases["inputs_embeds"] = lambda stock: dict(
+            inputs_embeds=stock.get_encoder().embed_tokens(inputs["input_ids"]) * stock.get_encoder().embed_scale,
+            attention_mask=inputs["attention_mask"], decoder_input_ids=decoder_input_ids,
+        )
+    return cases
+
+
+@pytest.mark.parametrize("attention", ["default", "eager"])
+@pytest.mark.parametrize("base", [False, True], ids=["lm", "base"])
+def test_every_forward_keyword_gives_the_stock_output(family, base, attention):
+    stock, model = twin(family, base=base, **({} if attention == "default" else {"attn_implementation": attention}))
+    for name, make in forward_cases(family).items():
+        if base and name == "encoder_outputs_tuple":
+            continue  # checked on the generation model; the base model takes them the same way
+        with torch.no_grad():
+            kwargs = make(stock)
+            expected = stock(**kwargs)
+            got = model(**kwargs, **MIXED)
+        if not base:
+            assert got.head_selection_kl is None  # no labels, no KL
+        assert_same(without_kl(got) if not base else got, expected, name)
+
+
+def test_labels_and_a_cached_continuation_give_the_stock_output(family):
+    stock, model = twin(family)
+    inputs, labels = family.inputs(), family.labels()
+    with torch.no_grad():
+        expected, got = stock(**inputs, labels=labels), model(**inputs, labels=labels, **MIXED)
+        assert_same(without_kl(got), expected, "labels")
+        # what Trainer passes with gradient accumulation (a TransformersKwargs keyword)
+        items = torch.tensor(10)
+        expected = stock(**inputs, labels=labels, num_items_in_batch=items)
+        got = model(**inputs, labels=labels, num_items_in_batch=items, **MIXED)
+        assert_same(without_kl(got), expected, "num_items_in_batch")
+        # a prefix with a cache, then one more token from the cache
+        decoder_input_ids = family.decoder_input_ids()
+        first = [m(**inputs, decoder_input_ids=decoder_input_ids[:, :3], use_cache=True, **extra)
+                 for m, extra in ((stock, {}), (model, MIXED))]
+        expected_next = stock(**inputs, decoder_input_ids=decoder_input_ids[:, 3:4],
+                              past_key_values=first[0].past_key_values)
+        got_next = model(**inputs, decoder_input_ids=decoder_input_ids[:, 3:4],
+                         past_key_values=first[1].past_key_values, **MIXED)
+    assert_same(without_kl(got_next), expected_next, "continuation")
+
+
+GENERATE_CASES = {
+    "greedy": dict(do_sample=False),
+    "beam": dict(num_beams=3, num_return_sequences=2, do_sample=False),
+    "sample": dict(do_sample=True, top_k=5, num_return_sequences=2),
+    "outputs": dict(do_sample=False, num_beams=2, return_dict_in_generate=True, output_scores=True,
+                    output_logits=True, output_attentions=True, output_hidden_states=True),
+    "static_cache": dict(do_sample=False, cache_implementation="static"),
+    "dynamic_cache": dict(do_sample=False, num_beams=2, cache_implementation="dynamic"),
+    "no_cache": dict(do_sample=False, use_cache=False),
+    "generation_config": dict(generation_config=GenerationConfig(max_new_tokens=4, do_sample=False,
+                                                                 repetition_penalty=1.5)),
+}
+
+
+@pytest.mark.parametrize("case", list(GENERATE_CASES))
+def test_every_generate_option_gives_the_stock_output(family, case):
+    stock, model = twin(family)
+    kwargs = dict(**family.inputs(), **GENERATE_CASES[case])
+    if "generation_config" not in kwargs:
+        kwargs["max_new_tokens"] = 5
+    seed_everything(5)
+    expected = stock.generate(**kwargs)
+    seed_everything(5)
+    got = model.generate(**kwargs, **MIXED)
+    if isinstance(expected, ModelOutput):
+        # beam search keeps a cache; compare the tokens, scores and captured tensors
+        expected = {key: value for key, value in expected.items() if key != "past_key_values"}
+        got = {key: value for key, value in got.items() if key != "past_key_values"}
+    assert_same(got, expected, case)
