@@ -29,6 +29,7 @@ upcycled into group head selection and fine-tuned, beside the same shared model 
 from __future__ import annotations
 
 import argparse
+import glob
 import json
 import logging
 import os
@@ -212,25 +213,36 @@ def check_checkpoint(settings: DemoSettings) -> None:
 def make_checkpoint(recipe: Path = CHECKPOINT_RECIPE, destination: Path = CHECKPOINT_DIR, **overrides) -> dict:
     """Train the shared model the demo starts from with the MT recipe flags of `recipe` (JSON; `overrides` replace
     keys), then ship it into `destination` ([`ship_checkpoint`]). Returns the record written there."""
-    flags = {**json.loads(Path(recipe).read_text(encoding="utf-8")), **overrides}
+    flags = {**json.loads(Path(recipe).read_text(encoding="utf-8")), **overrides, "do_predict": False}
     run_recipe(flags)
-    return ship_checkpoint(Path(flags["output_dir"]), destination)
+    return ship_checkpoint(Path(flags["output_dir"]), flags, destination)
 
 
-def ship_checkpoint(run_dir: Path, destination: Path = CHECKPOINT_DIR) -> dict:
-    """Copy the final model and tokenizer of a finished recipe run into `destination`, with `CHECKPOINT_RECORD`:
-    the run's flags (`run_config.json`, the command that made it), its training metrics and test scores (BLEU from
-    the recipe, chrF and degenerate outputs from its predictions). Returns that record."""
-    run_dir, destination = Path(run_dir), Path(destination)
-    model = MarianMTModel.from_pretrained(run_dir)
+def ship_checkpoint(model_dir: Path, flags: dict, destination: Path = CHECKPOINT_DIR) -> dict:
+    """Copy a trained shared model and its tokenizer (a finished run's folder, or one of its `checkpoint-*`
+    folders) into `destination`, score it on the recipe's test files, and write `CHECKPOINT_RECORD` there: the
+    recipe flags that made it (`flags`), its training steps, the test BLEU of the recipe and the chrF and share of
+    degenerate outputs of its predictions. Returns that record."""
+    model_dir, destination = Path(model_dir), Path(destination)
+    model = MarianMTModel.from_pretrained(model_dir)
     destination.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(destination)
-    MarianTokenizer.from_pretrained(run_dir).save_pretrained(destination)
-    record = {"recipe": json.loads((run_dir / "run_config.json").read_text(encoding="utf-8")),
-              "results": json.loads((run_dir / "all_results.json").read_text(encoding="utf-8"))}
-    predictions = run_dir / "generated_predictions.jsonl"
-    if predictions.is_file():
-        record["test_quality"] = prediction_quality(read_predictions(predictions))
+    MarianTokenizer.from_pretrained(model_dir).save_pretrained(destination)
+    state = model_dir / "trainer_state.json"
+    steps = json.loads(state.read_text(encoding="utf-8"))["global_step"] if state.is_file() else flags["max_steps"]
+    scoring = {key: flags[key] for key in ("test_file", "task_type", "target_lang_token", "max_source_length",
+                                           "max_target_length", "generation_num_beams", "generation_max_length",
+                                           "per_device_eval_batch_size", "use_cpu", "cache_dir") if key in flags}
+    rows = [json.loads(line) for pattern in flags["test_file"] for path in sorted(glob.glob(pattern))
+            for line in Path(path).read_text(encoding="utf-8").splitlines() if line.strip()]
+    scoring["encoder_tasks"] = sorted({row["source_lang"] for row in rows})  # no training data to read them from
+    scoring["decoder_tasks"] = sorted({row["target_lang"] for row in rows})
+    scored = run_recipe({**scoring, "output_dir": str(destination / "test_scores"), "model_name_or_path":
+                         str(destination), "shared_baseline": True, "do_predict": True, "bootstrap_resamples": 0,
+                         "disable_tqdm": True, "log_level": "warning"})
+    predictions = destination / "test_scores" / "generated_predictions.jsonl"
+    record = {"recipe": flags, "steps": steps, "predict": scored.metrics["predict"],
+              "test_quality": prediction_quality(read_predictions(predictions))}
     (destination / CHECKPOINT_RECORD).write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
     return record
 
@@ -457,6 +469,9 @@ def parse_args(argv: list[str] | None = None) -> tuple[argparse.Namespace, DemoS
     parser.add_argument("--make_checkpoint", action="store_true",
                         help="instead of the demo, retrain the shared checkpoint into --checkpoint with the recipe "
                              "flags of training/demo_checkpoint/o2m_shared.json (paths relative to the repository)")
+    parser.add_argument("--ship_checkpoint", type=Path, default=None,
+                        help="instead of the demo, ship this trained shared model (a run of the checkpoint recipe, or "
+                             "one of its checkpoint-* folders) into --checkpoint, with its record and test scores")
     args = parser.parse_args(argv)
     return args, DemoSettings(output_dir=args.output_dir, corpus_dir=args.corpus_dir, checkpoint=args.checkpoint,
                               max_steps=args.max_steps, seed=args.seed, bootstrap_resamples=args.bootstrap_resamples,
@@ -470,6 +485,10 @@ def main(argv: list[str] | None = None) -> dict:
     if args.make_checkpoint:
         ensure_corpus(settings)
         return make_checkpoint(destination=settings.checkpoint)
+    if args.ship_checkpoint:
+        ensure_corpus(settings)
+        flags = json.loads(CHECKPOINT_RECIPE.read_text(encoding="utf-8"))
+        return ship_checkpoint(args.ship_checkpoint, flags, settings.checkpoint)
     return run_demo(settings)
 
 

@@ -44,7 +44,7 @@ def make_tiny_checkpoint(root: Path, corpus: Path) -> tuple[Path, dict]:
              for split in ("train", "test")}
     record = demo.make_checkpoint(
         destination=root / "checkpoint", output_dir=str(root / "checkpoint_run"), train_file=files["train"],
-        test_file=files["test"], validation_file=None, config_overrides=TINY_TEXT, vocab_size=60, max_steps=3,
+        test_file=files["test"], config_overrides=TINY_TEXT, vocab_size=60, max_steps=3,
         per_device_train_batch_size=4, warmup_steps=0, save_strategy="no", cache_dir=str(root / "cache"),
         disable_tqdm=True, log_level="warning")
     return root / "checkpoint", record
@@ -75,7 +75,9 @@ def test_checkpoint_is_a_shared_marian_model_with_its_recipe_and_scores(demo_run
     shipped = json.loads(demo.CHECKPOINT_RECIPE.read_text())
     assert record["recipe"]["shared_baseline"] and record["recipe"]["target_lang_token"]
     assert set(record["recipe"]) - set(shipped) == {"cache_dir"}  # every other flag is the shipped file's
-    assert {"chrf", "chrf_pooled", "degenerate"} <= set(record["test_quality"])
+    assert record["steps"] == 3 and {"chrf", "chrf_pooled", "degenerate"} <= set(record["test_quality"])
+    rows = demo.read_predictions(settings.checkpoint / "test_scores" / "generated_predictions.jsonl")
+    assert len(rows) == 12 and record["predict"]["predict_samples"] == 12
 
 
 def test_demo_refuses_a_missing_or_non_stock_checkpoint(demo_run, tmp_path):

@@ -255,7 +255,10 @@ def early_stopping(task: RecipeTask, patience: int, training_args) -> EarlyStopp
 def train(trainer: HeadSelSeq2SeqTrainer, train_size: int, data_args: DataArguments) -> dict:
     """Train (resuming if asked), average the last checkpoints if asked, save model and processor."""
     resume = trainer.args.resume_from_checkpoint
-    resume = True if str(resume).lower() in ("true", "last") else resume
+    if str(resume).lower() == "last":  # the last checkpoint if there is one, else a fresh start (restartable runs)
+        resume = True if find_checkpoints(trainer.args.output_dir) else None
+    elif str(resume).lower() == "true":
+        resume = True
     output = trainer.train(resume_from_checkpoint=resume)
     if data_args.average_last_n > 0:
         average_last_checkpoints(trainer, data_args.average_last_n)
