@@ -201,7 +201,7 @@ def plot(results: dict, path: Path) -> Path:
     learned = torch.tensor([seed["head_selection"]["overlap"] for seed in seeds]).mean(0)
     kinds = [task.split("_")[0] for task in TASKS]
     truth = torch.tensor([[float(a == b) for b in kinds] for a in kinds])
-    figure, axes = plt.subplots(1, 2, figsize=(9, 4))
+    figure, axes = plt.subplots(1, 2, figsize=(10.5, 4.2), gridspec_kw={"wspace": 0.45})
     for axis, matrix, title in ((axes[0], truth, "ground truth: tasks that agree"),
                                 (axes[1], learned, f"learned head overlap ({len(seeds)} seeds)")):
         image = axis.imshow(matrix.numpy(), vmin=0, vmax=1, cmap="viridis")

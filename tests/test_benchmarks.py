@@ -102,3 +102,33 @@ def test_quality_tables_score_characters_per_task_and_average_over_seeds(tmp_pat
     with pytest.raises(ValueError, match="no finished run"):
         (tmp_path / "empty" / "runs" / "x").mkdir(parents=True)
         quality_tables.supplementary_table(tmp_path / "empty")
+
+
+def test_recipe_curves_read_loss_selection_changes_and_logit_range(marian, tmp_path):
+    import recipe_curves
+    import torch
+
+    from hf_headsel.analysis import SELECTION_LOG_NAME, selection_snapshot
+
+    run = tmp_path / "experiment" / "runs" / "group" / "seed1"
+    model = marian.model()
+    with torch.no_grad():
+        for selector in model.head_selection.values():
+            selector.logits.fill_(0.5)
+        model.head_selection["decoder_self"].logits[0, 0, 0] = -3.0
+    before = selection_snapshot(model, 0)
+    model.save_pretrained(run)
+    after = selection_snapshot(model, 10)
+    after["selections"]["decoder_self"][next(iter(after["selections"]["decoder_self"]))][0].reverse()
+    (run / SELECTION_LOG_NAME).write_text(json.dumps(before) + "\n" + json.dumps(after) + "\n")
+    (run / "trainer_state.json").write_text(json.dumps({"log_history": [{"step": 10, "loss": 2.5}, {"x": 1}]}))
+    (run / "predict_results.json").write_text(json.dumps({"predict_loss": 2.25}))
+
+    summaries = recipe_curves.collect(tmp_path / "experiment")
+    summary = summaries["group"]
+    assert summary["loss"] == [(10, 2.5)] and summary["test_loss"] == 2.25
+    slots = len(after["selections"]["decoder_self"][next(iter(after["selections"]["decoder_self"]))][0])
+    assert summary["changes"] == [(10, slots - slots % 2)]  # a reversed row differs everywhere but its middle
+    low, high = summary["logit_range"]
+    assert low == -3.0 and high >= 0.5
+    assert "| group | 2.250 | 2.500 |" in recipe_curves.table(summaries)
