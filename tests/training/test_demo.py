@@ -136,7 +136,7 @@ def test_saved_model_reloads_with_task_and_translates_as_reported(demo_run):
     model = HeadSelMarianMTModel.from_pretrained(settings.output_dir, task="fr").eval()
     assert model.config.decoder_tasks == ["de", "fr"]
     sources = summary["reloaded_translations"]["sources"]
-    batch = tokenizer(sources, return_tensors="pt", padding=True)
+    batch = tokenizer([f">>fr<< {source}" for source in sources], return_tensors="pt", padding=True)
     with torch.no_grad():
         generated = model.generate(**batch, num_beams=1, max_length=settings.max_length)
     assert tokenizer.batch_decode(generated, skip_special_tokens=True) == summary["reloaded_translations"]["fr"]
