@@ -174,3 +174,14 @@ def test_corpus_is_complete_only_with_every_counted_file(tmp_path):
 def test_settings_reject_unknown_languages(tmp_path):
     with pytest.raises(ValueError, match="unknown languages"):
         demo.DemoSettings(output_dir=tmp_path, languages=("de", "tlh"))
+
+
+def test_shipped_checkpoint_is_the_one_its_recipe_makes():
+    record = json.loads((demo.CHECKPOINT_DIR / demo.CHECKPOINT_RECORD).read_text())
+    recipe = json.loads(demo.CHECKPOINT_RECIPE.read_text())
+    assert record["recipe"] == recipe and record["steps"] == recipe["max_steps"]
+    config = json.loads((demo.CHECKPOINT_DIR / "config.json").read_text())
+    assert config["model_type"] == "marian"
+    tokenizer = MarianTokenizer.from_pretrained(demo.CHECKPOINT_DIR)
+    assert all(tokenizer.convert_tokens_to_ids(f">>{lang}<<") != tokenizer.unk_token_id for lang in demo.LANGUAGES)
+    assert record["test_quality"]["degenerate"] < 0.05
