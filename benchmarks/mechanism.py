@@ -131,7 +131,7 @@ def train(model, settings: MechanismSettings, seed: int, frozen_selection: bool 
     model.train()
     for _ in tqdm(range(settings.steps), disable=not progress, desc="training", leave=False):
         batch = make_batch(settings, per_task, generator)
-        if isinstance(model, MarianMTModel) and not hasattr(model, "head_selection"):
+        if not hasattr(model, "head_selection"):  # the stock model takes no task ids
             batch = {k: v for k, v in batch.items() if not k.endswith("task_ids")}
         loss = model(**batch).loss
         optimizer.zero_grad(set_to_none=True)

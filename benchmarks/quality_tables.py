@@ -22,29 +22,24 @@ import argparse
 import json
 import statistics
 import sys
-from collections import defaultdict
 from pathlib import Path
 
 import jiwer
-import sacrebleu
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "training"))
-from headsel_recipes.metrics import normalize_for_wer  # noqa: E402
+from headsel_recipes.metrics import corpus_chrf, normalize_for_wer, rows_by_group  # noqa: E402
+from headsel_recipes.recipe import read_predictions  # noqa: E402
 
 
 def character_score(rows: list[dict], metric: str) -> dict[str, float]:
     """`{task: score}` (and `"AVG"`, their mean) of one run's predictions: chrF, or CER in percent."""
-    by_task = defaultdict(lambda: ([], []))
-    for row in rows:
-        by_task[row["group"]][0].append(row["reference"])
-        by_task[row["group"]][1].append(row["prediction"])
     scores = {}
-    for task, (references, hypotheses) in sorted(by_task.items()):
+    for task, selected in rows_by_group(rows).items():
         if metric == "chrF":
-            scores[task] = sacrebleu.corpus_chrf(hypotheses, [references]).score
+            scores[task] = corpus_chrf(selected)
         else:
-            scores[task] = 100 * jiwer.cer([normalize_for_wer(text) for text in references],
-                                           [normalize_for_wer(text) for text in hypotheses])
+            scores[task] = 100 * jiwer.cer([normalize_for_wer(row["reference"]) for row in selected],
+                                           [normalize_for_wer(row["prediction"]) for row in selected])
     scores["AVG"] = statistics.mean(scores.values())
     return scores
 
@@ -56,7 +51,7 @@ def run_scores(run_folder: Path) -> tuple[str, dict[str, float]] | None:
     if not (results.exists() and predictions.exists()):
         return None
     metrics = json.loads(results.read_text())
-    rows = [json.loads(line) for line in predictions.read_text(encoding="utf-8").splitlines() if line.strip()]
+    rows = read_predictions(predictions)
     metric = score_name(metrics)
     return metric, {"loss": metrics["predict_loss"], **character_score(rows, metric)}
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from safetensors.torch import load_file
 
-from hf_headsel.analysis import SELECTION_LOG_NAME, _changed_choices, read_selection_log
+from hf_headsel.analysis import SELECTION_LOG_NAME, read_selection_log, selection_stability
 
 
 def selection_changes(run: Path) -> list[tuple[int, int]]:
@@ -23,13 +23,8 @@ def selection_changes(run: Path) -> list[tuple[int, int]]:
     path = run / SELECTION_LOG_NAME
     if not path.is_file():
         return []
-    snapshots = read_selection_log(path).snapshots
-    changes = []
-    for before, after in zip(snapshots, snapshots[1:]):
-        changed = sum(_changed_choices(before.selections[component][task], layers)
-                      for component, tasks in after.selections.items() for task, layers in tasks.items())
-        changes.append((after.step, changed))
-    return changes
+    return [(change["step"], change["total"])
+            for change in selection_stability(read_selection_log(path).snapshots)["changes"]]
 
 
 def logit_range(run: Path) -> tuple[float, float] | None:

@@ -51,6 +51,7 @@ from hf_headsel.analysis import ANALYSIS_NAME  # noqa: E402
 from hf_headsel.hub import write_model_card  # noqa: E402
 from headsel_recipes import RecipeResult, run  # noqa: E402
 from headsel_recipes.metrics import prediction_quality  # noqa: E402
+from headsel_recipes.recipe import read_predictions  # noqa: E402
 from headsel_recipes.tokenizer import lang_token  # noqa: E402
 from offline_corpus import LANGUAGES, CorpusConfig, build_corpus  # noqa: E402
 from run_mt import TASK as MT  # noqa: E402
@@ -246,12 +247,6 @@ def ship_checkpoint(model_dir: Path, flags: dict, destination: Path = CHECKPOINT
               "test_quality": prediction_quality(read_predictions(predictions))}
     (destination / CHECKPOINT_RECORD).write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
     return record
-
-
-def read_predictions(path: Path) -> list[dict]:
-    """The rows of a run's `generated_predictions.jsonl`."""
-    with path.open(encoding="utf-8") as handle:
-        return [json.loads(line) for line in handle if line.strip()]
 
 
 def run_recipe(flags: dict) -> RecipeResult:

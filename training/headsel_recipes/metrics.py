@@ -248,21 +248,27 @@ def is_degenerate(hypothesis: str) -> bool:
     return DEGENERATE_RUN.search(hypothesis) is not None
 
 
+def rows_by_group(rows: list[dict]) -> dict[str, list[dict]]:
+    """`generated_predictions.jsonl` rows (`group`, `reference`, `prediction`) per group, groups sorted."""
+    groups: dict[str, list[dict]] = {}
+    for row in rows:
+        groups.setdefault(row["group"], []).append(row)
+    return dict(sorted(groups.items()))
+
+
+def corpus_chrf(rows: list[dict]) -> float:
+    """sacrebleu's default corpus chrF of prediction rows against their references."""
+    return CHRF().corpus_score([r["prediction"] for r in rows], [[r["reference"] for r in rows]]).score
+
+
 def prediction_quality(rows: list[dict]) -> dict[str, float]:
     """chrF of `generated_predictions.jsonl` rows (`group`, `reference`, `prediction`): `chrf_pooled` over every
     row, `chrf_<group>` per group and `chrf` their mean (sacrebleu's default chrF), plus `degenerate`, the fraction of
     hypotheses with a run of 6+ identical characters. Rounded to 2 decimals."""
     if not rows:
         raise ValueError("no predictions to score")
-    by_group: dict[str, list[dict]] = {}
-    for row in rows:
-        by_group.setdefault(row["group"], []).append(row)
-
-    def chrf(selected: list[dict]) -> float:
-        return CHRF().corpus_score([r["prediction"] for r in selected], [[r["reference"] for r in selected]]).score
-
-    scores = {f"chrf_{group}": chrf(selected) for group, selected in sorted(by_group.items())}
+    scores = {f"chrf_{group}": corpus_chrf(selected) for group, selected in rows_by_group(rows).items()}
     scores["chrf"] = float(np.mean(list(scores.values())))
-    scores["chrf_pooled"] = chrf(rows)
+    scores["chrf_pooled"] = corpus_chrf(rows)
     scores["degenerate"] = sum(is_degenerate(row["prediction"]) for row in rows) / len(rows)
     return {key: round(value, 4 if key == "degenerate" else 2) for key, value in scores.items()}

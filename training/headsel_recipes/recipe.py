@@ -181,6 +181,12 @@ def write_predictions(path: Path, dataset, hypotheses: list[str]) -> None:
             handle.write(json.dumps(record, ensure_ascii=False) + "\n")
 
 
+def read_predictions(path: Path) -> list[dict]:
+    """The rows [`write_predictions`] wrote."""
+    with open(path, encoding="utf-8") as handle:
+        return [json.loads(line) for line in handle if line.strip()]
+
+
 def prepare_splits(raw: dict, ctx: PrepareContext, data_args: DataArguments, training_args):
     """Prepare every split (the main process first, so the others read its cache), write `data_report.json`, and
     fail if a split lost every example."""
