@@ -6,6 +6,11 @@ from __future__ import annotations
 
 import json
 import random
+import socket
+import subprocess
+import sys
+import threading
+import time
 from pathlib import Path
 
 import numpy as np
@@ -16,8 +21,10 @@ from recipe_testkit import TINY_TEXT, text_rows, write_jsonl
 
 import run_experiment
 from headsel_recipes.experiment import (
+    CLAIM_FILE,
     UNSUPPORTED,
     Cell,
+    Lane,
     SeedScores,
     System,
     SystemScores,
@@ -28,6 +35,7 @@ from headsel_recipes.experiment import (
     run_experiment as run_loaded_experiment,
     run_flags,
     supports_zero_shot,
+    train_all,
 )
 from headsel_recipes.metrics import (
     TaskMetrics,
@@ -178,6 +186,60 @@ def test_parts_init_from_order_and_resume(tmp_path):
     calls.clear()
     run_loaded_experiment(experiment, run_experiment.TASKS, fake_recipe(scores, calls))
     assert calls == [tmp_path / "exp/runs/separate/seed10/tedx"]
+
+
+def lanes_experiment(tmp_path):
+    return parse_experiment({
+        "recipe": "st", "output_dir": str(tmp_path / "exp"), "seeds": [1, 2], "budget": {"max_steps": 5},
+        "systems": [{"name": "Joint", "flags": {"shared_baseline": True}},
+                    {"name": "Adapter", "init_from": "Joint", "flags": {"task_adapter_dim": 4}},
+                    {"name": "Group", "flags": {"head_selection_strategy": "group"}}],
+        "tables": ["per_domain"]})
+
+
+def test_lanes_share_the_runs_and_wait_for_init_from_sources(tmp_path):
+    """Two lanes on one experiment: every run trained once, and an `init_from` run only after its source ended."""
+    experiment = lanes_experiment(tmp_path)
+    scores = {"joint": {"tedx": 10.0}, "adapter": {"tedx": 12.0}, "group": {"tedx": 11.0}}
+    calls, finished, lock = [], [], threading.Lock()
+    write_results = fake_recipe(scores, calls)
+
+    def slow_recipe(task, args):
+        out = Path(json.loads(Path(args[0]).read_text())["output_dir"])
+        assert (out / CLAIM_FILE).exists()  # held while training
+        if out.parts[-2] == "adapter":
+            with lock:
+                assert out.parent.parent / "joint" / out.name in finished  # the source run ended first
+        time.sleep(0.05)
+        write_results(task, args)
+        with lock:
+            finished.append(out)
+
+    lanes = [threading.Thread(target=train_all, args=(experiment, run_experiment.TASKS["st"], slow_recipe),
+                              kwargs={"poll_seconds": 0.01}) for _ in range(2)]
+    for lane in lanes:
+        lane.start()
+    for lane in lanes:
+        lane.join()
+    assert sorted(calls) == sorted(run.output_dir for run in plan_runs(experiment))  # each run exactly once
+    assert not list((tmp_path / "exp").rglob(CLAIM_FILE))  # claims released
+
+
+def test_lane_claims_skip_live_lanes_and_take_over_stopped_ones(tmp_path):
+    run = plan_runs(lanes_experiment(tmp_path))[0]
+    run.output_dir.mkdir(parents=True)
+    claim = run.output_dir / CLAIM_FILE
+    lane = Lane()
+    claim.write_text("another-machine 1 abc\n")  # another machine: counted as live
+    assert lane.held_by_another(run) and not lane.claim(run)
+    stopped = subprocess.Popen([sys.executable, "-c", "pass"])
+    stopped.wait()
+    claim.write_text(f"{socket.gethostname()} {stopped.pid} abc\n")  # a lane whose process has ended
+    assert not lane.held_by_another(run) and lane.claim(run)
+    assert claim.read_text().split()[2] == lane.id and not lane.held_by_another(run)
+    assert Lane().held_by_another(run)  # this process, another lane
+    lane.release(run)
+    assert not claim.exists()
 
 
 @pytest.mark.parametrize(
