@@ -19,7 +19,7 @@ import transformers.training_args
 import yaml
 from recipe_testkit import TINY_TEXT, text_rows, write_jsonl
 
-import run_experiment
+from headsel_recipes.cli.experiment import main as run_experiment_command
 from headsel_recipes.experiment import (
     CLAIM_FILE,
     UNSUPPORTED,
@@ -45,6 +45,7 @@ from headsel_recipes.metrics import (
     corpus_wer,
     wer_statistics,
 )
+from headsel_recipes.tasks import TASKS
 
 ALL_LAYOUTS = ["avg_high_low", "per_task", "per_domain", "train_zero_shot", "components", "sweep"]
 
@@ -87,7 +88,7 @@ def test_tiny_experiment_end_to_end_and_resume(zero_shot_corpus, tmp_path):
     out = tmp_path / "experiment"
     path = tmp_path / "tiny.yaml"
     path.write_text(yaml.safe_dump(tiny_experiment(out, zero_shot_corpus)))
-    results = run_experiment.main([str(path)])
+    results = run_experiment_command([str(path)])
 
     runs = sorted(p.relative_to(out / "runs").as_posix() for p in (out / "runs").glob("*/seed*"))
     assert runs == [f"{system}/seed{seed}" for system in ("adapter", "group", "transformer") for seed in (1, 2)]
@@ -125,7 +126,7 @@ def test_tiny_experiment_end_to_end_and_resume(zero_shot_corpus, tmp_path):
     def must_not_train(task, args):
         raise AssertionError(f"retrained {args}")
 
-    again = run_loaded_experiment(parse_experiment(tiny_experiment(out, zero_shot_corpus)), run_experiment.TASKS,
+    again = run_loaded_experiment(parse_experiment(tiny_experiment(out, zero_shot_corpus)), TASKS,
                                   must_not_train)
     assert again["tables"] == results["tables"]
 
@@ -174,7 +175,7 @@ def test_parts_init_from_order_and_resume(tmp_path):
     scores = {"joint": {"tedx": 10.0, "covost": 20.0}, "adapter": {"tedx": 12.0, "covost": 21.0},
               "separate/tedx": {"tedx": 8.0}, "separate/covost": {"covost": 22.0}}
     calls = []
-    results = run_loaded_experiment(experiment, run_experiment.TASKS, fake_recipe(scores, calls))
+    results = run_loaded_experiment(experiment, TASKS, fake_recipe(scores, calls))
     assert len(calls) == 8
     row = next(r for r in results["tables"][0]["rows"] if r["label"] == "Separate")
     assert [c["mean"] for c in row["cells"]] == [20.0, 27.0, 13.0]  # AVG, covost, tedx: seeds 0 and 10 add 0 / 10
@@ -184,7 +185,7 @@ def test_parts_init_from_order_and_resume(tmp_path):
     # a lost run is redone, the others are kept
     (tmp_path / "exp/runs/separate/seed10/tedx/predict_results.json").unlink()
     calls.clear()
-    run_loaded_experiment(experiment, run_experiment.TASKS, fake_recipe(scores, calls))
+    run_loaded_experiment(experiment, TASKS, fake_recipe(scores, calls))
     assert calls == [tmp_path / "exp/runs/separate/seed10/tedx"]
 
 
@@ -215,7 +216,7 @@ def test_lanes_share_the_runs_and_wait_for_init_from_sources(tmp_path):
         with lock:
             finished.append(out)
 
-    lanes = [threading.Thread(target=train_all, args=(experiment, run_experiment.TASKS["st"], slow_recipe),
+    lanes = [threading.Thread(target=train_all, args=(experiment, TASKS["st"], slow_recipe),
                               kwargs={"poll_seconds": 0.01}) for _ in range(2)]
     for lane in lanes:
         lane.start()
@@ -406,7 +407,7 @@ def test_task_metrics_add_intervals_per_group_mean_and_pooled():
 # ---- the shipped experiment files ----------------------------------------------------------------------------------
 
 
-EXPERIMENTS_DIR = Path(run_experiment.__file__).resolve().parent / "experiments"
+EXPERIMENTS_DIR = Path(__file__).resolve().parents[2] / "training" / "experiments"
 
 
 @pytest.mark.parametrize("path", sorted(EXPERIMENTS_DIR.glob("*/*.yaml")),
@@ -414,7 +415,7 @@ EXPERIMENTS_DIR = Path(run_experiment.__file__).resolve().parent / "experiments"
 def test_shipped_experiments_parse_and_their_run_flags_are_recipe_flags(path, tmp_path, capsys, monkeypatch):
     if path.parent.name == "benchmark_gpu":  # bf16 files: check their flags here, where no GPU says bf16 works
         monkeypatch.setattr(transformers.training_args, "is_torch_bf16_gpu_available", lambda: True)
-    assert run_experiment.main([str(path), "--dry_run", "--output_dir", str(tmp_path)]) is None  # parses every run
+    assert run_experiment_command([str(path), "--dry_run", "--output_dir", str(tmp_path)]) is None  # parses every run
     listed = capsys.readouterr().out.splitlines()
     experiment = parse_experiment(yaml.safe_load(path.read_text()), tmp_path)
     assert len(listed) == len(plan_runs(experiment)) >= 4

@@ -427,7 +427,7 @@ def train_all(experiment: Experiment, task: RecipeTask, runner: RecipeRunner, dr
               poll_seconds: float = 30.0) -> list[Run]:
     """Run every run whose results file does not exist yet, in-process, one after the other. Each run's flags are
     written to `run_config.json` in its folder and the recipe reads that file, so
-    `python training/run_<recipe>.py <run folder>/run_config.json` repeats a run exactly. A dry run writes the files,
+    `headsel-train <recipe> <run folder>/run_config.json` repeats a run exactly. A dry run writes the files,
     checks that the recipe parses them and lists the commands. Returns the runs this call trained.
 
     Lanes: the same experiment started N times (on one machine, or on machines sharing the folder) trains in N lanes.
@@ -442,7 +442,7 @@ def train_all(experiment: Experiment, task: RecipeTask, runner: RecipeRunner, dr
         for run in todo:
             config = run_config_path(experiment, run)
             parse_arguments([str(config)])  # unknown or ill-typed flags fail here, before any training
-            print(f"python training/run_{task.name}.py {config}  # {run.system.name}, seed {run.seed}"
+            print(f"headsel-train {task.name} {config}  # {run.system.name}, seed {run.seed}"
                   + (f", part {run.part}" if run.part else ""))
         return todo
     lane, trained = Lane(), []
