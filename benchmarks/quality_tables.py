@@ -21,14 +21,12 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import sys
 from pathlib import Path
 
 import jiwer
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "training"))
-from headsel_recipes.metrics import corpus_chrf, normalize_for_wer, rows_by_group  # noqa: E402
-from headsel_recipes.recipe import read_predictions  # noqa: E402
+from headsel_recipes.metrics import corpus_chrf, normalize_for_wer, rows_by_group
+from headsel_recipes.recipe import read_predictions
 
 
 def character_score(rows: list[dict], metric: str) -> dict[str, float]:

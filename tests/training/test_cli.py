@@ -76,5 +76,5 @@ def test_old_scripts_are_thin_wrappers(script):
     code = [line for line in script.read_text().splitlines() if line and not line.startswith(("#", " ", '"""'))]
     imports = [line for line in code if line.startswith(("from ", "import "))]
     assert any(line.startswith(("from headsel_recipes.cli", "from offline_corpus.cli")) for line in imports), imports
-    assert "sys.path" not in script.read_text()
+    assert "path.insert" not in script.read_text()
     assert len(script.read_text().splitlines()) <= 20
