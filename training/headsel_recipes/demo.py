@@ -45,6 +45,7 @@ from offline_corpus import LANGUAGES, CorpusConfig, build_corpus
 
 from .metrics import prediction_quality
 from .recipe import RecipeResult, read_predictions, run
+from .results_keys import POOLED, Score, group_scores, read_score, score_key
 from .tasks import MT
 from .tokenizer import lang_token
 
@@ -263,17 +264,15 @@ def train_and_score(settings: DemoSettings, system: str) -> RecipeResult:
 def scores_of(predict_metrics: dict, metric: str = METRIC) -> dict:
     """`{"per_task": {direction: score}, "average": score, "pooled": score}` from the recipe's `predict_*` metrics,
     each score `{metric: value, "ci_low": ..., "ci_high": ...}`."""
-    prefix = f"predict_{metric}"
 
-    def score(key: str) -> dict:
-        return {metric: predict_metrics[key], "ci_low": predict_metrics.get(f"{key}_ci_low"),
-                "ci_high": predict_metrics.get(f"{key}_ci_high")}
+    def score(found: Score) -> dict:
+        low, high = found.interval or (None, None)
+        return {metric: found.value, "ci_low": low, "ci_high": high}
 
-    tasks = sorted(key[len(prefix) + 1:] for key in predict_metrics
-                   if key.startswith(f"{prefix}_") and not key.endswith(("_ci_low", "_ci_high"))
-                   and key != f"{prefix}_pooled")
-    return {"per_task": {task: score(f"{prefix}_{task}") for task in tasks}, "average": score(prefix),
-            "pooled": score(f"{prefix}_pooled")}
+    per_task = group_scores(predict_metrics, metric, "predict")
+    return {"per_task": {task: score(found) for task, found in per_task.items()},
+            "average": score(read_score(predict_metrics, score_key(metric, split="predict"))),
+            "pooled": score(read_score(predict_metrics, score_key(metric, POOLED, split="predict")))}
 
 
 def sentences_per_task(predictions_file: Path) -> dict[str, int]:

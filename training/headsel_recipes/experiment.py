@@ -61,6 +61,7 @@ import yaml
 from tqdm.auto import tqdm
 
 from .arguments import RecipeTask, parse_arguments
+from .results_keys import group_scores, read_results, read_score, results_path, score_key
 
 logger = logging.getLogger("headsel_recipes.experiment")
 
@@ -348,7 +349,8 @@ def run_flags(experiment: Experiment, run: Run) -> dict:
 
 
 def results_file(experiment: Experiment, run: Run) -> Path:
-    return run.output_dir / f"{experiment.split}_results.json"
+    """The results file whose presence marks the run finished."""
+    return results_path(run.output_dir, experiment.split)
 
 
 RecipeRunner = Callable[[RecipeTask, list[str]], object]
@@ -506,25 +508,17 @@ def supports_zero_shot(config: dict) -> bool:
     return not ("decoder_cross" in components and config.get("cross_attention_task_key") == "pair")
 
 
-def read_run_scores(path: Path, prefix: str, metric: str) -> SeedScores:
-    """The group scores of a `{prefix}_results.json`: `{prefix}_{metric}_{group}` keys, with their `_ci_low` /
-    `_ci_high` companions; the mean and pooled scores are left to the tables, which average groups themselves."""
-    results = json.loads(path.read_text())
-    head = f"{prefix}_{metric}_"
+def read_run_scores(run_folder: Path, split: str, metric: str) -> SeedScores:
+    """The group scores of a run's `{split}_results.json`, with their intervals, and the interval of their mean; the
+    mean and pooled scores themselves are left to the tables, which average groups themselves."""
+    results = read_results(run_folder, split)
     scores = SeedScores()
-    for key, value in results.items():
-        if not key.startswith(head) or key.endswith(("_ci_low", "_ci_high")):
-            continue
-        group = key[len(head):]
-        if group == "pooled":
-            continue
-        scores.groups[group] = float(value)
-        low, high = results.get(f"{key}_ci_low"), results.get(f"{key}_ci_high")
-        if low is not None and high is not None:
-            scores.intervals[group] = (float(low), float(high))
-    low, high = results.get(f"{prefix}_{metric}_ci_low"), results.get(f"{prefix}_{metric}_ci_high")
-    if low is not None and high is not None:
-        scores.mean_interval = (float(low), float(high))
+    for group, score in group_scores(results, metric, split).items():
+        scores.groups[group] = score.value
+        if score.interval is not None:
+            scores.intervals[group] = score.interval
+    mean = read_score(results, score_key(metric, split=split))
+    scores.mean_interval = mean.interval if mean is not None else None
     return scores
 
 
@@ -557,12 +551,12 @@ def collect_scores(experiment: Experiment, metric: str) -> dict[str, SystemScore
             parts = {}
             for part in list(system.parts) or [None]:
                 folder = run_dir(experiment, system, seed, part)
-                path = folder / f"{experiment.split}_results.json"
+                path = results_path(folder, experiment.split)
                 if not path.exists():
                     logger.warning("no results for %s, seed %s%s (%s)", system.name, seed,
                                    f", part {part}" if part else "", path)
                     continue
-                parts[part] = read_run_scores(path, experiment.split, metric)
+                parts[part] = read_run_scores(folder, experiment.split, metric)
                 supported.append(supports_zero_shot(read_model_config(folder)))
             if parts and len(parts) == len(list(system.parts) or [None]):
                 entry.seeds[seed] = merge_parts(parts, system.name)

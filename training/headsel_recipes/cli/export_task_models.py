@@ -18,7 +18,6 @@ on both sides; else one per direction (`src-tgt`, every encoder task with every 
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 from pathlib import Path
 
@@ -28,11 +27,10 @@ import hf_headsel  # noqa: F401  (registers the head-selection classes with the 
 from hf_headsel.conversion import export_task_model, needed_sides, resolve_export_tasks
 from hf_headsel.hub import push_to_hub, write_model_card
 
+from ..results_keys import one_group, read_metrics
 from . import console_script
 
 logger = logging.getLogger("export_task_models")
-
-RESULT_FILES = ("all_results.json", "eval_results.json", "predict_results.json", "test_results.json")
 
 
 def export_targets(
@@ -76,22 +74,6 @@ def load_preprocessor(model_dir: str):
     return None
 
 
-def read_metrics(model_dir: str) -> dict:
-    """The Trainer's result files of the source folder, merged (later files win)."""
-    metrics = {}
-    for name in RESULT_FILES:
-        path = Path(model_dir) / name
-        if path.is_file():
-            metrics.update(json.loads(path.read_text(encoding="utf-8")))
-    return metrics
-
-
-def task_metrics(metrics: dict, label: str) -> dict:
-    """The scores of one task (keys ending in `_<label>`), renamed to the whole-model keys of the exported model."""
-    suffix = f"_{label}"
-    return {key[: -len(suffix)]: value for key, value in metrics.items() if key.endswith(suffix)}
-
-
 def export_all(model_dir: str, output_dir: str, tasks=None, directions=None, source_name: str | None = None,
                license: str = "apache-2.0") -> list[Path]:
     """Export every target of [`export_targets`] from `model_dir` into `output_dir/<name>`; returns the folders."""
@@ -105,7 +87,7 @@ def export_all(model_dir: str, output_dir: str, tasks=None, directions=None, sou
         stock.save_pretrained(folder)
         if preprocessor is not None:
             preprocessor.save_pretrained(folder)
-        write_model_card(folder, stock, task_metrics(metrics, label), model_name=folder.name, exported_tasks=names,
+        write_model_card(folder, stock, one_group(metrics, label), model_name=folder.name, exported_tasks=names,
                          source_model=source_name or model_dir, base_model=source_name, license=license)
         logger.info("exported %s -> %s", names, folder)
         folders.append(folder)

@@ -13,28 +13,16 @@ and optimizer state are left out). `HF_ENDPOINT` and `HF_TOKEN` are honoured as 
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 from pathlib import Path
 
 import hf_headsel  # noqa: F401  (registers the head-selection classes with the Auto classes)
 from hf_headsel.hub import push_to_hub, read_config, write_model_card
 
+from ..results_keys import read_metrics
 from . import console_script
 
 logger = logging.getLogger("push_to_hub")
-
-RESULT_FILES = ("all_results.json", "eval_results.json", "predict_results.json", "test_results.json")
-
-
-def read_metrics(folder: Path) -> dict:
-    """The Trainer's result files of the folder, merged (later files win)."""
-    metrics = {}
-    for name in RESULT_FILES:
-        if (folder / name).is_file():
-            metrics.update(json.loads((folder / name).read_text(encoding="utf-8")))
-    return metrics
-
 
 def write_card(folder: Path, args: argparse.Namespace) -> Path:
     """Load the model of `folder` and write its card."""
