@@ -12,7 +12,7 @@ from transformers import AutoModelForSeq2SeqLM
 
 from headsel_recipes import run
 from headsel_recipes.tasks import MT
-from headsel_recipes.experiment import supports_zero_shot
+from headsel_recipes.experiment.scores import supports_zero_shot
 
 HEADS = 2  # the tiny model's H
 
