@@ -2,6 +2,8 @@
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
+# The console scripts `make setup` installs (headsel-train, headsel-experiment, headsel-demo, headsel-build-corpus, ...).
+BIN := $(VENV)/bin
 # On the CPU machines a local CPU build of torch 2.13.0 is on disk; any other torch pulls GBs of CUDA packages.
 TORCH_SPEC ?= torch==2.13.0
 export HF_HUB_OFFLINE = 1
@@ -28,18 +30,18 @@ system-deps:
 		echo "espeak-ng / sox missing: install them (apt-get install espeak-ng sox) for the corpus speech"
 
 corpus: setup system-deps
-	$(PY) training/build_corpus.py --output_dir $(CORPUS_DIR) $(CORPUS_FLAGS)
+	$(BIN)/headsel-build-corpus --output_dir $(CORPUS_DIR) $(CORPUS_FLAGS)
 
 test: setup
 	$(PY) -m pytest -q -n 2 tests
 
 demo: setup
-	$(PY) training/demo.py --output_dir outputs/demo
+	$(BIN)/headsel-demo --output_dir outputs/demo
 
 # Retrains the shared checkpoint `make demo` starts from (training/demo_checkpoint/o2m_shared/, shipped; the flags are
 # training/demo_checkpoint/o2m_shared.json): 8,000 updates, about 55 minutes on 2 CPU cores.
 demo-checkpoint: setup
-	$(PY) training/demo.py --make_checkpoint
+	$(BIN)/headsel-demo --make_checkpoint
 
 # The mechanism benchmark: tasks told apart only by the routing, known ground truth (about 2 minutes).
 mechanism: setup
@@ -50,7 +52,7 @@ bench: setup
 	$(PY) benchmarks/op_count.py
 
 experiment: setup
-	$(PY) training/run_experiment.py $(EXPERIMENT)
+	$(BIN)/headsel-experiment $(EXPERIMENT)
 
 analyze: setup  # make analyze MODEL=outputs/demo
 	$(PY) -m hf_headsel.analysis $(MODEL) --output_dir $(MODEL)/analysis

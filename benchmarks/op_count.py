@@ -18,15 +18,12 @@ from __future__ import annotations
 
 import argparse
 import collections
-import sys
 from dataclasses import replace
-from pathlib import Path
 
 import torch
 from torch.profiler import ProfilerActivity, profile
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from overhead import (  # noqa: E402
+from overhead import (  # beside this script (its folder comes first on the module path)
     QUICK,
     BenchConfig,
     build_models,

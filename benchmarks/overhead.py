@@ -38,19 +38,13 @@ from pathlib import Path
 
 import torch
 
-try:
-    import hf_headsel  # noqa: F401
-except ImportError:  # a checkout without `pip install -e .`
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
-
 import transformers
 from transformers import MarianConfig, MarianMTModel
 
 from hf_headsel import HeadSelMarianConfig, HeadSelMarianMTModel
 from hf_headsel.head_selection import HeadSelectionAttentionMixin
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from reference_attention import use_all_candidates_attention  # noqa: E402
+from reference_attention import use_all_candidates_attention  # beside this script: its folder is on the path
 
 SYSTEMS = ("stock", "headsel", "all_candidates")
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}

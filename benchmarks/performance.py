@@ -46,10 +46,8 @@ from pathlib import Path
 import torch
 from tqdm.auto import tqdm
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from overhead import DTYPES, QUICK, BenchConfig, build_models, generate_calls, make_inputs, synchronize  # noqa: E402
-
-import transformers  # noqa: E402
+import transformers
+from overhead import DTYPES, QUICK, BenchConfig, build_models, generate_calls, make_inputs, synchronize  # beside this
 
 SYSTEMS = ("stock", "headsel")
 DTYPE_ALIASES = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}

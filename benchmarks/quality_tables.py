@@ -19,16 +19,14 @@ Cells: mean ± sample standard deviation over the seeds found in `runs/<system>/
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
-import sys
 from pathlib import Path
 
 import jiwer
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "training"))
-from headsel_recipes.metrics import corpus_chrf, normalize_for_wer, rows_by_group  # noqa: E402
-from headsel_recipes.recipe import read_predictions  # noqa: E402
+from headsel_recipes.metrics import corpus_chrf, normalize_for_wer, rows_by_group
+from headsel_recipes.recipe import read_predictions
+from headsel_recipes.results_keys import loss_key, read_results, results_path, score_key
 
 
 def character_score(rows: list[dict], metric: str) -> dict[str, float]:
@@ -47,18 +45,18 @@ def character_score(rows: list[dict], metric: str) -> dict[str, float]:
 def run_scores(run_folder: Path) -> tuple[str, dict[str, float]] | None:
     """The character metric of one finished run (`"chrF"` or `"CER"`) and its scores `{"loss": ..., "AVG": ...,
     task: ...}`; `None` while the run is not finished."""
-    results, predictions = run_folder / "predict_results.json", run_folder / "generated_predictions.jsonl"
-    if not (results.exists() and predictions.exists()):
+    predictions = run_folder / "generated_predictions.jsonl"
+    if not (results_path(run_folder, "predict").exists() and predictions.exists()):
         return None
-    metrics = json.loads(results.read_text())
+    metrics = read_results(run_folder, "predict")
     rows = read_predictions(predictions)
     metric = score_name(metrics)
-    return metric, {"loss": metrics["predict_loss"], **character_score(rows, metric)}
+    return metric, {"loss": metrics[loss_key("predict")], **character_score(rows, metric)}
 
 
 def score_name(predict_metrics: dict) -> str:
     """CER for an experiment scored by WER, chrF for one scored by BLEU."""
-    return "CER" if "predict_wer" in predict_metrics else "chrF"
+    return "CER" if score_key("wer", split="predict") in predict_metrics else "chrF"
 
 
 def mean_std(values: list[float], digits: int) -> str:

@@ -16,6 +16,7 @@ from pathlib import Path
 from safetensors.torch import load_file
 
 from hf_headsel.analysis import SELECTION_LOG_NAME, read_selection_log, selection_stability
+from headsel_recipes.results_keys import loss_key, read_results, results_path
 
 
 def selection_changes(run: Path) -> list[tuple[int, int]]:
@@ -45,7 +46,7 @@ def run_summary(run: Path) -> dict:
         "changes": changes,
         "total_changes": sum(count for _, count in changes),
         "logit_range": logit_range(run),
-        "test_loss": json.loads((run / "predict_results.json").read_text())["predict_loss"],
+        "test_loss": read_results(run, "predict")[loss_key("predict")],
     }
 
 
@@ -53,7 +54,7 @@ def collect(experiment: Path) -> dict[str, dict]:
     """`{system folder: summary}` of the first seed of every finished system."""
     summaries = {}
     for system in sorted((experiment / "runs").iterdir()):
-        runs = sorted(run for run in system.glob("seed*") if (run / "predict_results.json").is_file())
+        runs = sorted(run for run in system.glob("seed*") if results_path(run, "predict").is_file())
         if runs:
             summaries[system.name] = run_summary(runs[0])
     return summaries

@@ -4,14 +4,11 @@
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
-
-import overhead  # noqa: E402
+import overhead  # benchmarks/ is on the test path (`pythonpath` in setup.cfg)
 
 
 def test_overhead_quick_run_checks_the_all_candidates_baseline(tmp_path, capsys):

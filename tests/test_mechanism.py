@@ -5,15 +5,10 @@ selection (the straight-through gradient to the logits) separates the tasks."""
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import pytest
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
-
-import mechanism  # noqa: E402
+import mechanism  # benchmarks/ is on the test path (`pythonpath` in setup.cfg)
 
 SETTINGS = mechanism.MechanismSettings(steps=300, eval_size=64)
 SEED = 2

@@ -1,145 +1,14 @@
 #!/usr/bin/env python
 # Copyright 2026 The hf-headsel authors. Licensed under the Apache License, Version 2.0.
-"""Export the tasks of a head-selection model as stock Transformers models, one folder per task (or direction).
-
-Each folder holds a stock `MarianMTModel` / `Speech2TextForConditionalGeneration` with the task's selected heads
-(see `hf_headsel.conversion.export_task_model`; no remote code needed), the tokenizer / processor, and a model card
-with that task's scores when the source folder has them (`all_results.json`, `eval_results.json`, ...).
-
-Which folders, by default: one per task of the side that keys the selection, when only one side does (or only one
-side has several tasks); else, when both sides list the same tasks (domains, or speech recognition), one per task used
-on both sides; else one per direction (`src-tgt`, every encoder task with every decoder task). `--tasks` and
-`--directions` choose instead.
+"""Export the tasks of a head-selection model as stock Transformers models: `headsel-export-tasks MODEL OUT [...]`.
 
     python training/export_task_models.py outputs/mt outputs/mt-exported
     python training/export_task_models.py outputs/st outputs/st-exported --directions en-de en-fr
-    python training/export_task_models.py outputs/mt outputs/mt-exported --push_to_hub --hub_prefix me/mt
+
+The command: `headsel_recipes.cli.export_task_models`.
 """
 
-from __future__ import annotations
-
-import argparse
-import json
-import logging
-from pathlib import Path
-
-from transformers import AutoConfig, AutoModelForSeq2SeqLM, AutoModelForSpeechSeq2Seq, AutoProcessor, AutoTokenizer
-
-import hf_headsel  # noqa: F401  (registers the head-selection classes with the Auto classes)
-from hf_headsel.conversion import export_task_model, needed_sides, resolve_export_tasks
-from hf_headsel.hub import push_to_hub, write_model_card
-
-logger = logging.getLogger("export_task_models")
-
-RESULT_FILES = ("all_results.json", "eval_results.json", "predict_results.json", "test_results.json")
-
-
-def export_targets(
-    config, tasks: list[str] | None = None, directions: list[str] | None = None
-) -> list[tuple[str, dict]]:
-    """`(folder name, {side: task})` of every model to export (see the module docstring for the default)."""
-    if directions:
-        pairs = [(e, d) for e in config.encoder_tasks for d in config.decoder_tasks]
-        wanted = [f"{e}-{d}" for e, d in pairs] if directions == ["all"] else directions
-        by_label = {f"{e}-{d}": {"encoder": e, "decoder": d} for e, d in pairs}
-        unknown = [label for label in wanted if label not in by_label]
-        if unknown:
-            raise ValueError(f"unknown directions {unknown}: the directions are {sorted(by_label)} (or 'all')")
-        return [(label, by_label[label]) for label in wanted]
-    if tasks:
-        return [(task, resolve_export_tasks(config, task)) for task in tasks]
-    sides = [side for side in needed_sides(config) if len(config.tasks(side)) > 1]
-    if len(sides) < 2:
-        side = sides[0] if sides else "decoder"
-        return [(task, resolve_export_tasks(config, **{f"{side}_task": task})) for task in config.tasks(side)]
-    if config.encoder_tasks == config.decoder_tasks:
-        return [(task, resolve_export_tasks(config, task)) for task in config.encoder_tasks]
-    return export_targets(config, directions=["all"])
-
-
-def load_model(model_dir: str):
-    """The head-selection model of a folder, with the Auto class of its family."""
-    config = AutoConfig.from_pretrained(model_dir)
-    auto_class = AutoModelForSpeechSeq2Seq if config.model_type == "headsel_speech_to_text" else AutoModelForSeq2SeqLM
-    return auto_class.from_pretrained(model_dir).eval()
-
-
-def load_preprocessor(model_dir: str):
-    """The processor (speech) or tokenizer (text) saved with the model, or `None`."""
-    for loader in (AutoProcessor, AutoTokenizer):
-        try:
-            return loader.from_pretrained(model_dir)
-        except (OSError, ValueError, KeyError, TypeError) as error:
-            logger.debug("no %s in %s: %s", loader.__name__, model_dir, error)
-    logger.warning("%s has no tokenizer or processor: the exported folders will have none", model_dir)
-    return None
-
-
-def read_metrics(model_dir: str) -> dict:
-    """The Trainer's result files of the source folder, merged (later files win)."""
-    metrics = {}
-    for name in RESULT_FILES:
-        path = Path(model_dir) / name
-        if path.is_file():
-            metrics.update(json.loads(path.read_text(encoding="utf-8")))
-    return metrics
-
-
-def task_metrics(metrics: dict, label: str) -> dict:
-    """The scores of one task (keys ending in `_<label>`), renamed to the whole-model keys of the exported model."""
-    suffix = f"_{label}"
-    return {key[: -len(suffix)]: value for key, value in metrics.items() if key.endswith(suffix)}
-
-
-def export_all(model_dir: str, output_dir: str, tasks=None, directions=None, source_name: str | None = None,
-               license: str = "apache-2.0") -> list[Path]:
-    """Export every target of [`export_targets`] from `model_dir` into `output_dir/<name>`; returns the folders."""
-    model = load_model(model_dir)
-    preprocessor = load_preprocessor(model_dir)
-    metrics = read_metrics(model_dir)
-    folders = []
-    for label, names in export_targets(model.config, tasks, directions):
-        folder = Path(output_dir) / label
-        stock = export_task_model(model, encoder_task=names.get("encoder"), decoder_task=names.get("decoder"))
-        stock.save_pretrained(folder)
-        if preprocessor is not None:
-            preprocessor.save_pretrained(folder)
-        write_model_card(folder, stock, task_metrics(metrics, label), model_name=folder.name, exported_tasks=names,
-                         source_model=source_name or model_dir, base_model=source_name, license=license)
-        logger.info("exported %s -> %s", names, folder)
-        folders.append(folder)
-    return folders
-
-
-def parse_args(argv=None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("model_dir", help="a saved head-selection model folder")
-    parser.add_argument("output_dir", help="where the task folders go")
-    parser.add_argument("--tasks", nargs="+", help="task names to export (each used on every side that has it)")
-    parser.add_argument("--directions", nargs="+", help="'src-tgt' directions to export, or 'all'")
-    parser.add_argument("--source_name", help="the Hub id of the source model, for the cards")
-    parser.add_argument("--license", default="apache-2.0")
-    parser.add_argument("--push_to_hub", action="store_true", help="upload every folder as <hub_prefix>-<task>")
-    parser.add_argument("--hub_prefix", help="repository id prefix for --push_to_hub, e.g. me/mt-headsel")
-    parser.add_argument("--private", action="store_true")
-    args = parser.parse_args(argv)
-    if args.tasks and args.directions:
-        parser.error("--tasks and --directions are exclusive")
-    if args.push_to_hub and not args.hub_prefix:
-        parser.error("--push_to_hub needs --hub_prefix")
-    return args
-
-
-def main(argv=None) -> list[Path]:
-    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
-    args = parse_args(argv)
-    folders = export_all(args.model_dir, args.output_dir, args.tasks, args.directions, args.source_name, args.license)
-    if args.push_to_hub:
-        for folder in folders:
-            info = push_to_hub(folder, f"{args.hub_prefix}-{folder.name}", private=args.private or None)
-            logger.info("pushed %s: %s", folder, info.commit_url)
-    return folders
-
+from headsel_recipes.cli.export_task_models import export_targets, main  # noqa: F401  (export_targets: for importers)
 
 if __name__ == "__main__":
     main()

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import os
-import sys
 from pathlib import Path
 
 import pytest
@@ -13,12 +12,9 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.setdefault("HF_DATASETS_DISABLE_PROGRESS_BARS", "1")
 
-TRAINING_DIR = Path(__file__).resolve().parents[2] / "training"
-sys.path.insert(0, str(TRAINING_DIR))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+import datasets  # noqa: E402  (after the environment it reads)
 
-import datasets  # noqa: E402
-
+# tests/training/ is on the test path (`pythonpath` in setup.cfg)
 from recipe_testkit import (  # noqa: E402
     bad_speech_rows,
     speech_rows,

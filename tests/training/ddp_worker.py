@@ -1,8 +1,8 @@
 # Copyright 2026 The hf-headsel authors. Licensed under the Apache License, Version 2.0.
-"""Run `training/run_mt.py` unchanged under torchrun, and save this rank's selector logits before and after
-training (for the DDP test).
+"""Run the MT recipe's command line (`headsel-train mt`) unchanged under torchrun, and save this rank's selector logits
+before and after training (for the DDP test).
 
-    torchrun --nproc_per_node 2 tests/training/ddp_worker.py OUT_DIR <run_mt.py flags...>
+    torchrun --nproc_per_node 2 tests/training/ddp_worker.py OUT_DIR <headsel-train mt flags...>
 """
 
 import os
@@ -11,10 +11,8 @@ from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "training"))
-
-import run_mt  # noqa: E402
-from headsel_recipes import recipe  # noqa: E402
+from headsel_recipes import recipe
+from headsel_recipes.cli.train import main as train
 
 
 def selector_logits(model) -> dict[str, torch.Tensor]:
@@ -33,7 +31,7 @@ def main() -> None:
         return model
 
     recipe.build_model = recording_build_model
-    result = run_mt.main(args)
+    result = train(["mt", *args])
     model = result.trainer.accelerator.unwrap_model(result.trainer.model)
     torch.save({"initial": initial, "final": selector_logits(model), "world_size": result.trainer.args.world_size,
                 "log_history": result.trainer.state.log_history}, out_dir / f"rank{os.environ['RANK']}.pt")

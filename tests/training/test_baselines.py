@@ -10,8 +10,9 @@ import pytest
 from recipe_testkit import tiny_flags
 from transformers import AutoModelForSeq2SeqLM
 
-import run_mt
-from headsel_recipes.experiment import supports_zero_shot
+from headsel_recipes import run
+from headsel_recipes.tasks import MT
+from headsel_recipes.experiment.scores import supports_zero_shot
 
 HEADS = 2  # the tiny model's H
 
@@ -22,7 +23,7 @@ HEADS = 2  # the tiny model's H
 )
 def test_task_specific_cross_attention_keys(text_corpus, tmp_path, key, keyed_tasks, zero_shot):
     out = tmp_path / key
-    run_mt.main(tiny_flags(out, speech=False, max_steps=2) + [
+    run(MT, tiny_flags(out, speech=False, max_steps=2) + [
         "--train_file", str(text_corpus / "train.jsonl"), "--test_file", str(text_corpus / "test.jsonl"),
         "--head_selection_strategy", "task_specific", "--head_selection_components", "decoder_cross",
         "--cross_attention_task_key", key, "--do_train", "--do_predict"])
@@ -42,11 +43,11 @@ def test_task_specific_cross_attention_keys(text_corpus, tmp_path, key, keyed_ta
 def test_domain_adapters_on_a_shared_model(text_corpus, tmp_path):
     shared = tmp_path / "shared"
     common = ["--train_file", str(text_corpus / "train.jsonl"), "--task_type", "domain", "--do_train"]
-    run_mt.main(tiny_flags(shared, speech=False, max_steps=2) + common + [
+    run(MT, tiny_flags(shared, speech=False, max_steps=2) + common + [
         "--total_encoder_attention_heads", "2", "--total_decoder_attention_heads", "2"])
     flags = tiny_flags(tmp_path / "adapters", speech=False, max_steps=2)
     flags = flags[:flags.index("--config_overrides")] + flags[flags.index("--config_overrides") + 2:]
-    run_mt.main(flags + common + ["--model_name_or_path", str(shared), "--task_adapter_dim", "8",
+    run(MT, flags + common + ["--model_name_or_path", str(shared), "--task_adapter_dim", "8",
                                   "--task_adapter_key", "task", "--train_only_adapters"])
     model = AutoModelForSeq2SeqLM.from_pretrained(tmp_path / "adapters")
     assert model.config.task_type == "domain" and model.config.encoder_tasks == ["news", "web"]

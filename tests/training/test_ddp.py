@@ -9,9 +9,11 @@ import subprocess
 import sys
 from pathlib import Path
 
-import run_mt
 import torch
 from recipe_testkit import tiny_flags
+
+from headsel_recipes import run
+from headsel_recipes.tasks import MT
 
 WORKER = Path(__file__).resolve().parent / "ddp_worker.py"
 
@@ -44,7 +46,7 @@ def test_torchrun_two_processes_keep_selectors_in_sync(text_corpus, tmp_path):
 
     # (TaskMetrics checked that the gathered labels are the split's, in order.) The model saved by the distributed
     # run predicts the same in one process.
-    single = run_mt.main(tiny_flags(tmp_path / "single", speech=False) + [
+    single = run(MT, tiny_flags(tmp_path / "single", speech=False) + [
         "--model_name_or_path", str(out), "--test_file", str(text_corpus / "test.jsonl"), "--do_predict"])
     assert single.metrics["predict"]["predict_samples"] == 9
     read = lambda path: [json.loads(line) for line in path.read_text().splitlines()]  # noqa: E731

@@ -1,5 +1,5 @@
 # Copyright 2026 The hf-headsel authors. Licensed under the Apache License, Version 2.0.
-"""`make demo`'s code path (`training/demo.py`) on a tiny corpus in the offline corpus layout, with a tiny model."""
+"""`make demo`'s code path (`headsel_recipes.demo`) on a tiny corpus in the offline corpus layout, with a tiny model."""
 
 from __future__ import annotations
 
@@ -15,8 +15,8 @@ import yaml
 from recipe_testkit import TINY_TEXT, text_rows, write_jsonl
 from transformers import MarianTokenizer
 
-import demo
 from hf_headsel import HeadSelMarianMTModel
+from headsel_recipes import demo
 
 LANGUAGES = ("de", "fr")
 DIRECTIONS = tuple(("en", lang) for lang in LANGUAGES)

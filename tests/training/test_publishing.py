@@ -10,7 +10,8 @@ from huggingface_hub import ModelCard
 from huggingface_hub import constants as hub_constants
 from recipe_testkit import tiny_flags
 
-import run_mt
+from headsel_recipes import run
+from headsel_recipes.tasks import MT
 
 
 def mt_flags(text_corpus, out, *extra) -> list[str]:
@@ -23,7 +24,7 @@ def mt_flags(text_corpus, out, *extra) -> list[str]:
 def test_training_writes_the_card_and_pushes_once_at_the_end(text_corpus, tmp_path, hub, monkeypatch):
     monkeypatch.setattr(hub_constants, "ENDPOINT", hub.url)
     out = tmp_path / "mt"
-    result = run_mt.main(mt_flags(text_corpus, out, "--push_to_hub", "--hub_model_id", "me/mt-tiny",
+    result = run(MT, mt_flags(text_corpus, out, "--push_to_hub", "--hub_model_id", "me/mt-tiny",
                                   "--hub_token", "hf_fake", "--save_strategy", "steps", "--save_steps", "2"))
 
     card = ModelCard((out / "README.md").read_text())
@@ -52,13 +53,13 @@ def test_training_writes_the_card_and_pushes_once_at_the_end(text_corpus, tmp_pa
 
 def test_shared_baseline_gets_the_trainer_card(text_corpus, tmp_path):
     out = tmp_path / "shared"
-    run_mt.main(mt_flags(text_corpus, out, "--shared_baseline"))
+    run(MT, mt_flags(text_corpus, out, "--shared_baseline"))
     card = (out / "README.md").read_text()
     assert "hf-headsel" not in card and "generated_from_trainer" in card
 
 
 def test_push_without_training_is_refused_before_any_work(text_corpus, tmp_path):
     with pytest.raises(ValueError, match="--push_to_hub .* needs --do_train"):
-        run_mt.main(tiny_flags(tmp_path / "x", speech=False) + [
+        run(MT, tiny_flags(tmp_path / "x", speech=False) + [
             "--validation_file", str(text_corpus / "dev.jsonl"), "--do_eval", "--push_to_hub"])
     assert not (tmp_path / "x" / "README.md").exists()

@@ -21,10 +21,9 @@ from transformers import (
 )
 
 import hf_headsel
-import run_asr
-import run_mt
-import run_st
+from headsel_recipes import run
 from headsel_recipes.data import DataError
+from headsel_recipes.tasks import ASR, MT, ST
 from headsel_recipes.tokenizer import train_marian_tokenizer
 
 
@@ -43,7 +42,7 @@ def test_asr_end_to_end_with_bad_rows(speech_corpus, tmp_path, caplog):
         "--do_train", "--do_eval", "--do_predict",
     ]
     with caplog.at_level(logging.INFO):
-        result = run_asr.main(args)
+        result = run(ASR, args)
 
     report = read_json(out / "data_report.json")
     assert report["train"] == {"total": 23, "kept": 16, "skipped": {
@@ -95,7 +94,7 @@ def test_st_fairseq_manifests_domains(speech_corpus, tmp_path):
         "--temperature_schedule", "linear", "--final_temperature", "1.0",
         "--do_train", "--do_eval",
     ]
-    result = run_st.main(args)
+    result = run(ST, args)
     config = result.trainer.model.config
     assert config.encoder_tasks == ["covost", "tedx"] and config.task_type == "domain"
     eval_results = read_json(out / "eval_results.json")
@@ -119,7 +118,7 @@ def test_mt_sampling_smoothing_kl_averaging(text_corpus, tmp_path):
         "--average_last_n", "2",
         "--do_train", "--do_eval", "--do_predict",
     ]
-    result = run_mt.main(args)
+    result = run(MT, args)
     assert read_json(out / "averaged_checkpoints.json") == ["checkpoint-2", "checkpoint-4"]
     final = load_file(out / "model.safetensors")
     two, four = (load_file(out / f"checkpoint-{step}" / "model.safetensors") for step in (2, 4))
@@ -132,7 +131,7 @@ def test_mt_sampling_smoothing_kl_averaging(text_corpus, tmp_path):
     assert config.head_selection_strategy == "subset"
 
     # the output continues as a checkpoint: evaluation only, tasks and tokenizer from the checkpoint
-    again = run_mt.main(tiny_flags(tmp_path / "mt_eval", speech=False) + [
+    again = run(MT, tiny_flags(tmp_path / "mt_eval", speech=False) + [
         "--model_name_or_path", str(out), "--validation_file", str(text_corpus / "dev.jsonl"), "--do_eval"])
     assert again.metrics["eval"]["eval_bleu_en-de"] == read_json(out / "eval_results.json")["eval_bleu_en-de"]
 
@@ -145,7 +144,7 @@ def test_mt_shared_baseline_from_yaml(text_corpus, tmp_path):
     config.update(use_cpu=True, shared_baseline=True, target_lang_token=True, do_train=True, do_eval=True,
                   train_file=[str(text_corpus / "train.jsonl")], validation_file=[str(text_corpus / "dev.jsonl")])
     (tmp_path / "mt.yaml").write_text(yaml.safe_dump(config))
-    result = run_mt.main([str(tmp_path / "mt.yaml")])
+    result = run(MT, [str(tmp_path / "mt.yaml")])
     model = AutoModelForSeq2SeqLM.from_pretrained(out)
     assert type(model) is MarianMTModel and model.config.model_type == "marian"
     assert {"eval_bleu_en-de", "eval_bleu_de-en"} <= set(read_json(out / "eval_results.json"))
@@ -158,8 +157,8 @@ def test_resume_continues_same_data_and_selector_state(text_corpus, tmp_path):
     full, resumed = tmp_path / "full", tmp_path / "resumed"
     common = ["--train_file", str(text_corpus / "train.jsonl"), "--sampling_alpha", "0.5",
               "--save_strategy", "steps", "--save_steps", "2", "--head_selection_kl_weight", "0.1", "--do_train"]
-    first = run_mt.main(tiny_flags(full, speech=False, max_steps=4) + common)
-    second = run_mt.main(tiny_flags(resumed, speech=False, max_steps=4) + common + [
+    first = run(MT, tiny_flags(full, speech=False, max_steps=4) + common)
+    second = run(MT, tiny_flags(resumed, speech=False, max_steps=4) + common + [
         "--tokenizer_name", str(full), "--resume_from_checkpoint", str(full / "checkpoint-2")])
     losses = [[entry["loss"] for entry in run.trainer.state.log_history if "loss" in entry] for run in (first, second)]
     assert losses[1] == pytest.approx(losses[0], rel=1e-5)  # the resumed history holds steps 1-2 of the checkpoint
@@ -173,11 +172,11 @@ def test_missing_column_or_file_fails_before_training(speech_corpus, tmp_path):
     out = tmp_path / "bad"
     base = tiny_flags(out, speech=True) + ["--validation_file", str(speech_corpus / "dev.jsonl"), "--do_train"]
     with pytest.raises(DataError, match="--text_column"):
-        run_asr.main(base + ["--train_file", str(speech_corpus / "train.jsonl"), "--text_column", "transcript"])
+        run(ASR, base + ["--train_file", str(speech_corpus / "train.jsonl"), "--text_column", "transcript"])
     with pytest.raises(DataError, match="not found"):
-        run_asr.main(base + ["--train_file", str(speech_corpus / "nope.jsonl")])
+        run(ASR, base + ["--train_file", str(speech_corpus / "nope.jsonl")])
     with pytest.raises(DataError, match="--domain_column"):
-        run_st.main(base + ["--train_file", str(speech_corpus / "train.jsonl"), "--task_type", "domain",
+        run(ST, base + ["--train_file", str(speech_corpus / "train.jsonl"), "--task_type", "domain",
                             "--domain_column", "corpus"])
     assert not (out / "model.safetensors").exists()
     shutil.rmtree(out, ignore_errors=True)
@@ -198,7 +197,7 @@ def test_mt_adapter_baseline_upcycled_from_a_stock_checkpoint(text_corpus, tmp_p
     flags = tiny_flags(out, speech=False, max_steps=2)
     flags.remove("--config_overrides")
     flags.remove(TINY_TEXT)
-    run_mt.main(flags + ["--model_name_or_path", str(tmp_path / "stock"), "--train_file",
+    run(MT, flags + ["--model_name_or_path", str(tmp_path / "stock"), "--train_file",
                          str(text_corpus / "train.jsonl"), "--task_adapter_dim", "8", "--train_only_adapters",
                          "--do_train"])
     model = AutoModelForSeq2SeqLM.from_pretrained(out)
@@ -214,7 +213,7 @@ def test_mt_adapter_baseline_upcycled_from_a_stock_checkpoint(text_corpus, tmp_p
 
 def test_early_stopping_on_the_task_score(text_corpus, tmp_path):
     out = tmp_path / "early"
-    result = run_mt.main(tiny_flags(out, speech=False, max_steps=6) + [
+    result = run(MT, tiny_flags(out, speech=False, max_steps=6) + [
         "--train_file", str(text_corpus / "train.jsonl"), "--validation_file", str(text_corpus / "dev.jsonl"),
         "--learning_rate", "0", "--eval_strategy", "steps", "--eval_steps", "1", "--early_stopping_patience", "1",
         "--do_train"])
@@ -227,7 +226,7 @@ def test_length_grouped_training_still_evaluates_in_order(text_corpus, tmp_path)
     """`group_by_length` reorders evaluation batches too in Transformers 5; the recipe evaluates in split order, so
     its order check (predictions matched with references and tasks by position) passes and scores are right."""
     out = tmp_path / "grouped"
-    result = run_mt.main(tiny_flags(out, speech=False) + [
+    result = run(MT, tiny_flags(out, speech=False) + [
         "--train_file", str(text_corpus / "train.jsonl"), "--validation_file", str(text_corpus / "dev.jsonl"),
         "--train_sampling_strategy", "group_by_length", "--do_train", "--do_eval"])
     assert {"eval_bleu_en-de", "eval_bleu_de-en"} <= set(result.metrics["eval"])
@@ -240,7 +239,7 @@ def test_asr_task_tag_tells_the_shared_model_the_language(speech_corpus, tmp_pat
         "--shared_baseline", "--task_tag", "--encoder_tasks", "es,fr", "--decoder_tasks", "es,fr",
         "--do_train", "--do_predict",
     ]
-    result = run_asr.main(args)
+    result = run(ASR, args)
     tokenizer = result.trainer.processing_class.tokenizer
     tags = {lang: tokenizer.convert_tokens_to_ids(f"<lang:{lang}>") for lang in ("es", "fr")}
     assert tokenizer.unk_token_id not in tags.values()
@@ -257,4 +256,4 @@ def test_task_tag_is_refused_for_mt(text_corpus, tmp_path):
     args = tiny_flags(tmp_path / "mt", speech=False) + [
         "--train_file", str(text_corpus / "train.jsonl"), "--task_tag", "--do_train"]
     with pytest.raises(ValueError, match="target_lang_token"):
-        run_mt.main(args)
+        run(MT, args)

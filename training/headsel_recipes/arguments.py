@@ -230,7 +230,7 @@ class DataArguments:
     bleu_tokenize: str = field(default="13a", metadata={"help": "sacrebleu tokenizer (13a, intl, zh, char, ...)."})
     bootstrap_resamples: int = field(
         default=1000,
-        metadata={"help": "Bootstrap resamples of the 95% confidence intervals written next to every score "
+        metadata={"help": "Bootstrap resamples of the 95-percent confidence intervals written next to every score "
                           "(`*_ci_low` / `*_ci_high`; 0: none)."},
     )
     early_stopping_patience: int | None = field(

