@@ -194,6 +194,17 @@ class Family:
         return labels
 
 
+# The shared head-selection modules every saved model carries next to its family's configuration and modeling.
+CORE_FILES = (
+    "adapters.py",
+    "attention.py",
+    "configuration_head_selection.py",
+    "conversion.py",
+    "modeling_head_selection.py",
+    "routing.py",
+    "selection.py",
+)
+
 MARIAN = Family(
     name="marian",
     config_class=HeadSelMarianConfig,
@@ -205,7 +216,7 @@ MARIAN = Family(
     stock_base_model_class=MarianModel,
     base_kwargs=MARIAN_KWARGS,
     main_input_name="input_ids",
-    files=("head_selection.py", "configuration_headsel_marian.py", "modeling_headsel_marian.py"),
+    files=("modeling_head_selection.py", "configuration_headsel_marian.py", "modeling_headsel_marian.py"),
 )
 
 SPEECH2TEXT = Family(
@@ -220,7 +231,7 @@ SPEECH2TEXT = Family(
     base_kwargs=SPEECH_KWARGS,
     main_input_name="input_features",
     files=(
-        "head_selection.py",
+        "modeling_head_selection.py",
         "configuration_headsel_speech_to_text.py",
         "modeling_headsel_speech_to_text.py",
     ),

@@ -10,15 +10,10 @@ from transformers import AutoConfig, AutoModel, AutoModelForSeq2SeqLM, AutoModel
 
 from .configuration_headsel_marian import HeadSelMarianConfig
 from .configuration_headsel_speech_to_text import HeadSelSpeech2TextConfig
-from .head_selection import (
-    COMPONENTS,
-    STRATEGIES,
-    HeadDraw,
-    HeadSelectionConfigMixin,
-    HeadSelector,
-    HeadSelSeq2SeqLMOutput,
-    TaskRoute,
-)
+from .configuration_head_selection import COMPONENTS, STRATEGIES, HeadSelectionConfigMixin
+from .modeling_head_selection import HeadSelSeq2SeqLMOutput
+from .routing import TaskRoute
+from .selection import HeadDraw, HeadSelector
 from .modeling_headsel_marian import HeadSelMarianModel, HeadSelMarianMTModel
 from .modeling_headsel_speech_to_text import HeadSelSpeech2TextForConditionalGeneration, HeadSelSpeech2TextModel
 

@@ -32,7 +32,8 @@ from typing import TYPE_CHECKING, Any
 import torch
 from tqdm.auto import tqdm
 
-from .head_selection import COMPONENTS, HeadSelectionModelMixin
+from .configuration_head_selection import COMPONENTS
+from .modeling_head_selection import HeadSelectionModelMixin
 
 if TYPE_CHECKING:
     import numpy as np

@@ -8,8 +8,9 @@
   the candidates of its group (candidate `c` holds stock head `c mod H`), so the outputs equal the stock model's for
   every task at initialisation. The selector logits are freshly initialised.
 
-This file may be copied next to a saved model as remote code, so it imports nothing but `torch`, `transformers`
-and its sibling `head_selection.py`.
+Copied next to saved models as remote code; imports only torch, transformers and its siblings
+`configuration_head_selection.py` and `routing.py`. It does not import the modeling module (which imports it for
+`export_task_model` / `from_stock`): head-selection models are recognised by their config class.
 """
 
 from __future__ import annotations
@@ -21,7 +22,8 @@ import os
 import torch
 from transformers import PreTrainedModel
 
-from .head_selection import SIDES, HeadSelectionConfigMixin, HeadSelectionModelMixin, task_names
+from .configuration_head_selection import SIDES, HeadSelectionConfigMixin
+from .routing import task_names
 
 # Every config keyword the head-selection mixin adds on top of the stock config.
 HEAD_SELECTION_CONFIG_KEYS = tuple(field.name for field in dataclasses.fields(HeadSelectionConfigMixin))
@@ -42,18 +44,28 @@ PROJECTIONS = ("q_proj", "k_proj", "v_proj")
 # --------------------------------------------------------------------------------------------------------------------
 
 
+def is_head_selection_model_class(cls: type) -> bool:
+    """Whether `cls` is a head-selection model class (base or generation model): its config class is a
+    head-selection config."""
+    config_class = getattr(cls, "config_class", None)
+    return isinstance(config_class, type) and issubclass(config_class, HeadSelectionConfigMixin)
+
+
+def is_head_selection_generation_model(model) -> bool:
+    """Whether `model` is a head-selection generation model (the class that exports and upcycles)."""
+    return is_head_selection_model_class(type(model)) and type(model).can_generate()
+
+
 def stock_model_class(model_or_class) -> type[PreTrainedModel]:
     """The stock Transformers class a head-selection model class extends (e.g. `MarianMTModel`).
 
     It is the first class of the MRO that is a `PreTrainedModel` but not a head-selection model.
     """
     cls = model_or_class if isinstance(model_or_class, type) else type(model_or_class)
-    if not issubclass(cls, HeadSelectionModelMixin):
-        raise ValueError(
-            f"{cls.__name__} is not a head-selection model class (it does not mix in HeadSelectionModelMixin)"
-        )
+    if not is_head_selection_model_class(cls):
+        raise ValueError(f"{cls.__name__} is not a head-selection model class (its config is no head-selection config)")
     for base in cls.__mro__:
-        if issubclass(base, PreTrainedModel) and not issubclass(base, HeadSelectionModelMixin):
+        if issubclass(base, PreTrainedModel) and not is_head_selection_model_class(base):
             return base
     raise ValueError(f"{cls.__name__} extends no stock PreTrainedModel class")
 
@@ -156,7 +168,7 @@ def export_task_model(
     Returns:
         The stock model in evaluation mode, on `model`'s device and dtype, with a copy of its generation config.
     """
-    if not isinstance(model, HeadSelectionModelMixin):
+    if not is_head_selection_generation_model(model):
         raise ValueError(f"export_task_model needs a head-selection model, got {type(model).__name__}")
     config = model.config
     if getattr(config, "task_adapter_dim", 0):
@@ -198,7 +210,7 @@ def _load_stock(cls, stock_model_or_path) -> PreTrainedModel:
                 f"{cls.__name__}.from_pretrained)"
             )
         return stock_class.from_pretrained(stock_model_or_path)
-    if isinstance(stock_model_or_path, HeadSelectionModelMixin) or not isinstance(stock_model_or_path, stock_class):
+    if is_head_selection_model_class(type(stock_model_or_path)) or not isinstance(stock_model_or_path, stock_class):
         raise ValueError(
             f"from_stock needs a stock {stock_class.__name__} (or its path), got {type(stock_model_or_path).__name__}"
         )

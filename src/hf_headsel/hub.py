@@ -5,7 +5,8 @@
   tags, base model, license; the tasks, how to load with `task=`, the head-sharing tables and heatmap, the training
   configuration) from the template in `model_cards/`.
 * [`prepare_model_folder`]: makes a saved head-selection folder self-contained for `trust_remote_code=True`: the
-  flat modules (modeling, configuration, `head_selection.py`, `conversion.py`, `pipeline_headsel.py`) and the
+  flat modules (the family's modeling and configuration, the shared core they import, `conversion.py`,
+  `pipeline_headsel.py`) and the
   `custom_pipelines` entry of `config.json` that makes `pipeline("translation" | "automatic-speech-recognition",
   model=..., trust_remote_code=True)` work.
 * [`push_to_hub`]: `HfApi.create_repo` + `HfApi.upload_folder` of such a folder (model, tokenizer / processor, card,
@@ -33,7 +34,8 @@ from huggingface_hub import EvalResult, HfApi, ModelCard, ModelCardData
 from . import pipeline_headsel
 from .analysis import analyze_model
 from .conversion import HEAD_SELECTION_CONFIG_KEYS
-from .head_selection import SIDES, HeadSelectionModelMixin
+from .configuration_head_selection import SIDES
+from .modeling_head_selection import HeadSelectionModelMixin
 
 logger = logging.getLogger(__name__)
 
@@ -41,7 +43,7 @@ PACKAGE_DIR = Path(__file__).resolve().parent
 TEMPLATE_NAME = "headsel_model_card_template.md"
 HEATMAP_NAME = "head_sharing.png"
 # Remote-code modules every head-selection folder carries, on top of its family's configuration and modeling modules.
-SHARED_REMOTE_CODE = ("head_selection.py", "conversion.py", "pipeline_headsel.py")
+SHARED_REMOTE_CODE = ("conversion.py", "pipeline_headsel.py")
 # Files and folders of a training output folder that do not belong in a model repository.
 DEFAULT_IGNORE_PATTERNS = (
     "checkpoint-*",
@@ -552,7 +554,8 @@ def prepare_model_folder(folder: str | Path) -> list[str]:
     """Make a saved head-selection folder complete for `trust_remote_code=True` loading and pipelines.
 
     Copies the remote-code modules it lacks (the family's configuration and modeling modules, `conversion.py`,
-    `pipeline_headsel.py` and the modules they import, such as `head_selection.py`) from this package, and sets `custom_pipelines` in `config.json` (the
+    `pipeline_headsel.py` and the modules they import, such as `modeling_head_selection.py`) from this package, and
+    sets `custom_pipelines` in `config.json` (the
     `translation` pipeline for Marian, `automatic-speech-recognition` for Speech2Text). A stock folder (an exported
     model) is left as it is. Returns the names of the files it wrote.
     """

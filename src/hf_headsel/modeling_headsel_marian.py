@@ -1,7 +1,8 @@
 # Copyright 2026 The hf-headsel authors. Licensed under the Apache License, Version 2.0.
 """Head-selection Marian (text translation): the stock `MarianMTModel` with the shared head-selection core wired in.
 
-The mechanism lives in `head_selection.py`; this module only names the stock classes it extends.
+The mechanism lives in `modeling_head_selection.py` (and the modules it imports); this module only names the stock
+classes it extends.
 """
 
 import torch
@@ -13,13 +14,9 @@ from transformers.processing_utils import Unpack
 from transformers.utils import TransformersKwargs, can_return_tuple
 
 from .configuration_headsel_marian import HeadSelMarianConfig
-from .head_selection import (
-    HeadSelectionAttentionMixin,
-    HeadSelectionBaseModelMixin,
-    HeadSelectionModelMixin,
-    HeadSelSeq2SeqLMOutput,
-    first_tensor,
-)
+from .attention import HeadSelectionAttentionMixin
+from .modeling_head_selection import HeadSelectionBaseModelMixin, HeadSelectionModelMixin, HeadSelSeq2SeqLMOutput
+from .routing import first_tensor
 
 # Every Auto class the stock family is registered with, and its head-selection class (written to `auto_map`).
 AUTO_CLASSES = {"AutoModel": "HeadSelMarianModel", "AutoModelForSeq2SeqLM": "HeadSelMarianMTModel"}

@@ -2,7 +2,8 @@
 """Head-selection Speech2Text (ASR and speech translation): the stock `Speech2TextForConditionalGeneration` with
 the shared head-selection core wired in.
 
-The mechanism lives in `head_selection.py`; this module only names the stock classes it extends.
+The mechanism lives in `modeling_head_selection.py` (and the modules it imports); this module only names the stock
+classes it extends.
 """
 
 import torch
@@ -14,13 +15,9 @@ from transformers.processing_utils import Unpack
 from transformers.utils import TransformersKwargs, can_return_tuple
 
 from .configuration_headsel_speech_to_text import HeadSelSpeech2TextConfig
-from .head_selection import (
-    HeadSelectionAttentionMixin,
-    HeadSelectionBaseModelMixin,
-    HeadSelectionModelMixin,
-    HeadSelSeq2SeqLMOutput,
-    first_tensor,
-)
+from .attention import HeadSelectionAttentionMixin
+from .modeling_head_selection import HeadSelectionBaseModelMixin, HeadSelectionModelMixin, HeadSelSeq2SeqLMOutput
+from .routing import first_tensor
 
 # Every Auto class the stock family is registered with, and its head-selection class (written to `auto_map`).
 AUTO_CLASSES = {

@@ -23,7 +23,7 @@ default tasks apply. `model_kwargs` go to `from_pretrained`, whose `encoder_task
 defaults. Its `task=` keyword cannot be used there: `pipeline()` passes its own `task` to the model loader, and
 `model_kwargs={"task": ...}` fails with "got multiple values for keyword argument 'task'" (Transformers 5).
 
-Beside `transformers` it imports only `head_selection.py` (relatively, so it travels with the remote code).
+Beside `transformers` it imports only its sibling `routing.py` (relatively, so it travels with the remote code).
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ from typing import Any
 from transformers import Pipeline
 from transformers.pipelines.automatic_speech_recognition import AutomaticSpeechRecognitionPipeline
 
-from .head_selection import task_names
+from .routing import task_names
 
 TRANSLATION = "translation"
 SPEECH_RECOGNITION = "automatic-speech-recognition"
