@@ -16,17 +16,14 @@ Copied next to saved models as remote code; imports only torch, transformers and
 from __future__ import annotations
 
 import copy
-import dataclasses
 import os
 
 import torch
 from transformers import PreTrainedModel
 
-from .configuration_head_selection import SIDES, HeadSelectionConfigMixin
+from .configuration_head_selection import HEAD_SELECTION_CONFIG_KEYS, SIDES, HeadSelectionConfigMixin, attention_path
 from .routing import task_names
 
-# Every config keyword the head-selection mixin adds on top of the stock config.
-HEAD_SELECTION_CONFIG_KEYS = tuple(field.name for field in dataclasses.fields(HeadSelectionConfigMixin))
 # Keys of a head-selection `config.to_dict()` that must not reach a stock config.
 NON_STOCK_CONFIG_KEYS = HEAD_SELECTION_CONFIG_KEYS + (
     "model_type",
@@ -72,9 +69,7 @@ def stock_model_class(model_or_class) -> type[PreTrainedModel]:
 
 def attention_module_name(component: str, layer: int) -> str:
     """The module name of the attention of `component` in `layer`, e.g. `model.decoder.layers.1.encoder_attn`."""
-    stack = "encoder" if component == "encoder_self" else "decoder"
-    name = "encoder_attn" if component == "decoder_cross" else "self_attn"
-    return f"model.{stack}.layers.{layer}.{name}"
+    return f"model.{attention_path(component, layer)}"  # `model`: the base model prefix of both generation models
 
 
 def head_rows(heads: torch.LongTensor, head_dim: int) -> torch.LongTensor:
@@ -142,10 +137,7 @@ def resolve_export_tasks(
 def component_task_row(config, component: str, names: dict[str, str]) -> int:
     """The row of `phi` (task index of the component) for the side task names `names`."""
     sides = config.component_sides(component)
-    if len(sides) == 1:
-        return config.task_id(sides[0], names[sides[0]])
-    encoder, decoder = config.task_id("encoder", names["encoder"]), config.task_id("decoder", names["decoder"])
-    return encoder * len(config.decoder_tasks) + decoder
+    return config.routing_key(sides, {side: config.task_id(side, names[side]) for side in sides})
 
 
 def export_task_model(

@@ -24,7 +24,7 @@ from transformers.modeling_outputs import Seq2SeqLMOutput
 
 from .adapters import TaskAdapters
 from .attention import HeadSelectionAttentionMixin
-from .configuration_head_selection import SIDES, HeadSelectionConfigMixin, component_side
+from .configuration_head_selection import SIDES, HeadSelectionConfigMixin, attention_path
 from .conversion import export_task_model, from_stock
 from .routing import DRAWS_KWARG, TaskRoute, is_compiling, keyed_route, route_from_kwargs, task_names, task_route
 from .selection import LOGIT_INIT_RANGE, ComponentSelectors, HeadSelector
@@ -66,9 +66,9 @@ class HeadSelectionBaseModelMixin:
         self.head_selection = ComponentSelectors(config)
         base = self.base_model  # the model itself for the base model classes
         for component, selector in self.head_selection.items():
-            layers = base.encoder.layers if component == "encoder_self" else base.decoder.layers
-            name = "encoder_attn" if component == "decoder_cross" else "self_attn"
-            for index, layer in enumerate(layers):
+            for index in range(selector.num_layers):
+                layer_path, name = attention_path(component, index).rsplit(".", 1)
+                layer = base.get_submodule(layer_path)
                 stock = getattr(layer, name)
                 attention = self.attention_class(
                     embed_dim=stock.embed_dim,
@@ -80,7 +80,7 @@ class HeadSelectionBaseModelMixin:
                     config=config,
                     layer_idx=index if stock.layer_idx is None else stock.layer_idx,
                 )
-                attention.enable_head_selection(component, index, config.total_heads(component_side(component)), selector)
+                attention.enable_head_selection(component, index, selector.total_heads, selector)
                 setattr(layer, name, attention)
         if config.task_adapter_dim:
             self._install_task_adapters()

@@ -191,14 +191,15 @@ def _raise_out_of_range(side: str, tasks: list[str], task_id: int):
 
 
 def keyed_route(config: HeadSelectionConfigMixin, sides: Sequence[str], routes: dict) -> TaskRoute:
-    """The route keyed by the tasks of `sides`: one side's route, or pairs `encoder * decoder_tasks + decoder`."""
+    """The route keyed by the tasks of `sides`: one side's route, or that of the pair keys
+    ([`HeadSelectionConfigMixin.routing_key`])."""
     if len(sides) == 1:
         return routes[sides[0]]
     encoder, decoder = routes["encoder"], routes["decoder"]
     if encoder.single_task is not None and decoder.single_task is not None:
-        pair = encoder.single_task * len(config.decoder_tasks) + decoder.single_task
+        pair = config.routing_key(sides, {"encoder": encoder.single_task, "decoder": decoder.single_task})
         return TaskRoute.single(pair, len(encoder.ids), encoder.ids.device)
-    pairs = encoder.ids * len(config.decoder_tasks) + decoder.ids
+    pairs = config.routing_key(sides, {"encoder": encoder.ids, "decoder": decoder.ids})
     if is_compiling():
         return TaskRoute.traced(pairs, config.num_keys(sides))
     return TaskRoute.build(pairs, config.num_keys(sides))
