@@ -25,10 +25,9 @@ from hf_headsel import (
     HeadSelSpeech2TextForConditionalGeneration,
 )
 from hf_headsel.conversion import export_task_model
+from hf_headsel.families import MARIAN
 from hf_headsel.hub import (
     DEFAULT_IGNORE_PATTERNS,
-    MARIAN,
-    SHARED_REMOTE_CODE,
     MetricRecord,
     collect_metrics,
     prepare_model_folder,
@@ -36,6 +35,7 @@ from hf_headsel.hub import (
     remote_code_files,
     write_model_card,
 )
+from hf_headsel.model_folder import SHARED_REMOTE_CODE
 
 from conftest import CORE_FILES  # noqa: E402
 from recording_hub import RecordingHub  # noqa: E402
