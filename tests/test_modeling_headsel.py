@@ -633,11 +633,11 @@ def test_an_id_tensor_is_routed_once_until_it_changes(family):
     # invalid id) is seen
     model = family.model(head_selection_components=ALL_COMPONENTS).eval()
     ids = torch.tensor([0, 2, 1, 2])
-    first = model.task_routes(ENCODER_IDS, ids, 4, ids.device)["decoder_task_ids"]
-    assert model.task_routes(ENCODER_IDS, ids, 4, ids.device)["decoder_task_ids"] is first
-    assert model.task_routes(ENCODER_IDS, ids.clone(), 4, ids.device)["decoder_task_ids"] is not first
+    first = model.task_routes(ENCODER_IDS, ids, 4, ids.device).decoder
+    assert model.task_routes(ENCODER_IDS, ids, 4, ids.device).decoder is first
+    assert model.task_routes(ENCODER_IDS, ids.clone(), 4, ids.device).decoder is not first
     ids[1] = 1
-    assert model.task_routes(ENCODER_IDS, ids, 4, ids.device)["decoder_task_ids"].ids.tolist() == [0, 1, 1, 2]
+    assert model.task_routes(ENCODER_IDS, ids, 4, ids.device).decoder.ids.tolist() == [0, 1, 1, 2]
     ids[1] = len(DECODER_TASKS)
     with pytest.raises(ValueError, match="out of range"):
         model.task_routes(ENCODER_IDS, ids, 4, ids.device)

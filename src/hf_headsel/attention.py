@@ -22,7 +22,7 @@ from transformers.modeling_flash_attention_utils import FlashAttentionKwargs
 from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 from transformers.processing_utils import Unpack
 
-from .routing import DRAWS_KWARG, LAYER_KWARGS, TaskRoute, is_compiling, route_from_kwargs
+from .routing import LAYER_KWARGS, ROUTING_KWARG, Routing, TaskRoute, is_compiling, route_from_kwargs
 from .selection import HeadSelector
 
 MIXED_BATCH_PROJECTIONS = ("auto", "grouped", "gathered")
@@ -154,15 +154,15 @@ class HeadSelectionAttentionMixin:
     def _uses_eval_cache(self) -> bool:
         return not (self.training or torch.is_grad_enabled())
 
-    def _layer_choice(self, draws: dict | None, device: torch.device) -> tuple[torch.LongTensor, torch.Tensor | None]:
+    def _layer_choice(self, routing: Routing | None, device: torch.device) -> tuple[torch.LongTensor, torch.Tensor | None]:
         """The heads `[tasks, H]` of this layer and their gates (`None` when deterministic).
 
-        From the draw the model made for this forward pass (`head_selection_draws`, one Gumbel-sigmoid sample of all
-        layers in training); without one (a layer called directly), drawn here by the same rule. Cached in
-        evaluation without autograd.
+        From the draw the model made for this forward pass (`routing.draws`, one Gumbel-sigmoid sample of all layers
+        in training); without one (a layer called directly), drawn here by the same rule. Cached in evaluation
+        without autograd.
         """
-        if draws is not None:
-            return draws[self.component].layer(self.selection_layer)
+        if routing is not None and routing.draws is not None:
+            return routing.draws[self.component].layer(self.selection_layer)
         if self._uses_eval_cache():
             layer = self.selection_layer
             return self._eval_cached("heads", lambda: self.selector.draw(False, 1.0, device).layer(layer))
@@ -187,7 +187,7 @@ class HeadSelectionAttentionMixin:
         # beats one group of kernels per task; otherwise grouped does the stock model's arithmetic.
         return mode == "gathered" or (mode == "auto" and (states.device.type == "cuda" or states.shape[-2] == 1))
 
-    def _projector(self, route: TaskRoute, states: torch.Tensor, draws: dict | None):
+    def _projector(self, route: TaskRoute, states: torch.Tensor, routing: Routing | None):
         """A function `project(x, part)` giving the selected heads' queries, keys and/or values of `x` (`part` in
         [`PARTS`]), each `[batch, time, H, head_dim]`, and the gates (`[H]` or `[batch, H]`; `None` without
         sampling).
@@ -198,7 +198,7 @@ class HeadSelectionAttentionMixin:
         kernels and no loop over tasks, which is what counts where small kernels are launch-bound (CUDA).
         """
         # without autograd in evaluation, the choice and the weights come from the layer's cache
-        heads, gates = (None, None) if self._uses_eval_cache() else self._layer_choice(draws, states.device)
+        heads, gates = (None, None) if self._uses_eval_cache() else self._layer_choice(routing, states.device)
         if gates is not None:  # one task's gates broadcast over the batch, else one row per example
             gates = gates[route.single_task] if route.single_task is not None else gates[route.ids]
         # a traced route (torch.compile) does not know which tasks it holds: each example gathers its heads
@@ -260,7 +260,7 @@ class HeadSelectionAttentionMixin:
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """Input shape: Batch x Time x Channel. Mirrors the stock attention, heads chosen per example."""
         route = route_from_kwargs(self.config, self.config.component_sides(self.component), kwargs, hidden_states)
-        project, gates = self._projector(route, hidden_states, kwargs.get(DRAWS_KWARG))
+        project, gates = self._projector(route, hidden_states, kwargs.get(ROUTING_KWARG))
         kwargs = {key: value for key, value in kwargs.items() if key not in LAYER_KWARGS}
 
         is_cross_attention = key_value_states is not None

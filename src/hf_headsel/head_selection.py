@@ -4,7 +4,7 @@ core used to live in this one file. It now lives in flat modules, one role each:
 
 * `configuration_head_selection.py`: the config keywords, their validation and the method's vocabulary;
 * `selection.py`: `phi`, the choice of heads, the Gumbel-sigmoid draw and the KL;
-* `routing.py`: task ids -> routes, passed down to the layers;
+* `routing.py`: task ids -> routes, passed down to the layers in one `Routing`;
 * `attention.py`: the attention layer with `H'` candidate heads;
 * `modeling_head_selection.py`: the model mixins and the output class.
 
@@ -27,9 +27,10 @@ from .configuration_head_selection import (
 )
 from .modeling_head_selection import HeadSelectionBaseModelMixin, HeadSelectionModelMixin, HeadSelSeq2SeqLMOutput
 from .routing import (
-    DRAWS_KWARG,
     LAYER_KWARGS,
-    ROUTE_KWARGS,
+    ROUTING_KWARG,
+    TASK_ID_KWARGS,
+    Routing,
     TaskRoute,
     first_tensor,
     keyed_route,
@@ -40,6 +41,10 @@ from .routing import (
 from .selection import LOGIT_INIT_RANGE, ComponentSelectors, HeadDraw, HeadSelector
 
 HeadSelection = ComponentSelectors  # the old name of the selectors' ModuleDict
+ROUTE_KWARGS = TASK_ID_KWARGS
+# The layers used to get the draws under a keyword of their own; they now come with the routes in one `Routing`, under
+# `ROUTING_KWARG`, which `HeadSelectionAttentionMixin._layer_choice` takes.
+DRAWS_KWARG = ROUTING_KWARG
 
 __all__ = [
     "ADAPTER_KEYS",
@@ -51,8 +56,10 @@ __all__ = [
     "MIXED_BATCH_PROJECTIONS",
     "PARTS",
     "ROUTE_KWARGS",
+    "ROUTING_KWARG",
     "SIDES",
     "STRATEGIES",
+    "TASK_ID_KWARGS",
     "TASK_TYPES",
     "ComponentSelectors",
     "HeadDraw",
@@ -63,6 +70,7 @@ __all__ = [
     "HeadSelectionConfigMixin",
     "HeadSelectionModelMixin",
     "HeadSelector",
+    "Routing",
     "TaskRoute",
     "component_side",
     "first_tensor",

@@ -24,9 +24,9 @@ from transformers.modeling_outputs import Seq2SeqLMOutput
 
 from .adapters import TaskAdapters
 from .attention import HeadSelectionAttentionMixin
-from .configuration_head_selection import SIDES, HeadSelectionConfigMixin, attention_path
+from .configuration_head_selection import HeadSelectionConfigMixin, attention_path
 from .conversion import export_task_model, from_stock
-from .routing import DRAWS_KWARG, TaskRoute, is_compiling, keyed_route, route_from_kwargs, task_names, task_route
+from .routing import Routing, TaskRoute, is_compiling, route_from_kwargs, task_names, task_route
 from .selection import LOGIT_INIT_RANGE, ComponentSelectors, HeadSelector
 
 
@@ -162,25 +162,24 @@ class HeadSelectionBaseModelMixin:
 
     # ---- forward helpers --------------------------------------------------------------------------------------
 
-    def task_routes(self, encoder_task_ids, decoder_task_ids, batch_size: int, device: torch.device) -> dict:
-        """The keyword arguments that route a forward pass through the layers: the ids of both sides, validated once,
-        as [`TaskRoute`]s, and (unless evaluating without autograd, where the layers cache their choice) the
+    def task_routes(self, encoder_task_ids, decoder_task_ids, batch_size: int, device: torch.device) -> Routing:
+        """The [`Routing`] of a forward pass, handed to the layers as `head_selection_routing`: the ids of both
+        sides, validated once, and (unless evaluating without autograd, where the layers cache their choice) the
         [`HeadDraw`] of every component: one Gumbel-sigmoid sample of all layers per forward pass in training."""
-        config = self.config
-        routes = {}
+        draws = None
         if self.training or torch.is_grad_enabled():
-            temperature = float(config.head_selection_temperature)
+            temperature = float(self.config.head_selection_temperature)
             # under gradient checkpointing every layer makes its own gates (see `HeadSelector.draw`)
             per_layer = self.training and self._checkpoints_layers()
-            routes[DRAWS_KWARG] = {
+            draws = {
                 component: selector.draw(self.training, temperature, device, gates_per_layer=per_layer)
                 for component, selector in self.head_selection.items()
             }
-        for side, ids in (("encoder", encoder_task_ids), ("decoder", decoder_task_ids)):
-            if not isinstance(ids, TaskRoute):
-                ids = self._remembered_route(side, ids, batch_size, device)
-            routes[f"{side}_task_ids"] = ids
-        return routes
+        return Routing(
+            encoder=self._remembered_route("encoder", encoder_task_ids, batch_size, device),
+            decoder=self._remembered_route("decoder", decoder_task_ids, batch_size, device),
+            draws=draws,
+        )
 
     def _checkpoints_layers(self) -> bool:
         """Whether gradient checkpointing is on for any encoder or decoder layer."""
@@ -205,19 +204,18 @@ class HeadSelectionBaseModelMixin:
         memo[side] = (ids, ids._version, route) if isinstance(ids, torch.Tensor) else None
         return route
 
-    def head_selection_kl(self, routes: dict, labels: torch.LongTensor) -> torch.Tensor:
+    def head_selection_kl(self, routing: Routing, labels: torch.LongTensor) -> torch.Tensor:
         """The batch KL: per component, the mean of the task KLs weighted by each task's target tokens."""
         tokens = (labels != -100).sum(dim=-1).float()
         # no target token at all: weigh the examples equally (`where`, not `if`: no host synchronisation, and
         # traceable by torch.compile)
         tokens = torch.where(tokens.sum() == 0, torch.ones_like(tokens), tokens)
-        side_routes = {side: routes[f"{side}_task_ids"] for side in SIDES}
         total = tokens.new_zeros(())
         for component, selector in self.head_selection.items():
             task_kl = selector.task_kl()
             if task_kl is None:
                 continue
-            route = keyed_route(self.config, self.config.component_sides(component), side_routes)
+            route = routing.keyed(self.config, self.config.component_sides(component))
             total = total + (task_kl.to(tokens.device)[route.ids] * tokens).sum() / tokens.sum()
         return total
 
@@ -272,13 +270,13 @@ class HeadSelectionModelMixin(HeadSelectionBaseModelMixin):
         see `conversion.from_stock`."""
         return from_stock(cls, stock_model_or_path, **head_selection_keywords)
 
-    def add_head_selection_kl(self, outputs, labels, routes) -> HeadSelSeq2SeqLMOutput:
+    def add_head_selection_kl(self, outputs, labels, routing: Routing) -> HeadSelSeq2SeqLMOutput:
         """Wrap stock outputs; with `labels`, add `head_selection_kl_weight * KL` to the loss."""
         # `return_dict=True` was asked of the stock forward; a `return_dict=False` tuple is made by `can_return_tuple`
         # on the head-selection forward, from this output (`head_selection_kl` last).
         outputs = HeadSelSeq2SeqLMOutput(**outputs)
         if labels is not None:
-            kl = self.head_selection_kl(routes, labels)
+            kl = self.head_selection_kl(routing, labels)
             outputs.head_selection_kl = kl
             if self.config.head_selection_kl_weight:
                 outputs.loss = outputs.loss + self.config.head_selection_kl_weight * kl

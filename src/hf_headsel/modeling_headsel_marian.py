@@ -79,7 +79,7 @@ class HeadSelMarianModel(HeadSelectionBaseModelMixin, MarianModel):
         r"""The stock forward, routed per example (`encoder_task_ids` / `decoder_task_ids` as in
         [`HeadSelMarianMTModel.forward`])."""
         reference = first_tensor(input_ids, inputs_embeds, encoder_outputs, decoder_input_ids, decoder_inputs_embeds)
-        routes = self.task_routes(encoder_task_ids, decoder_task_ids, reference.shape[0], reference.device)
+        routing = self.task_routes(encoder_task_ids, decoder_task_ids, reference.shape[0], reference.device)
         return super().forward(
             input_ids,
             attention_mask=attention_mask,
@@ -91,7 +91,7 @@ class HeadSelMarianModel(HeadSelectionBaseModelMixin, MarianModel):
             decoder_inputs_embeds=decoder_inputs_embeds,
             use_cache=use_cache,
             return_dict=True,  # the tuple, if asked for, is made by `can_return_tuple` above
-            **routes,
+            head_selection_routing=routing,
             **kwargs,
         )
 
@@ -157,7 +157,7 @@ class HeadSelMarianMTModel(HeadSelectionModelMixin, MarianMTModel):
         `return_dict=False`, the stock tuple with `head_selection_kl` appended (when `labels` are given).
         """
         reference = first_tensor(input_ids, inputs_embeds, encoder_outputs, decoder_input_ids, decoder_inputs_embeds)
-        routes = self.task_routes(encoder_task_ids, decoder_task_ids, reference.shape[0], reference.device)
+        routing = self.task_routes(encoder_task_ids, decoder_task_ids, reference.shape[0], reference.device)
         outputs = super().forward(
             input_ids,
             attention_mask=attention_mask,
@@ -170,10 +170,10 @@ class HeadSelMarianMTModel(HeadSelectionModelMixin, MarianMTModel):
             labels=labels,
             use_cache=use_cache,
             return_dict=True,  # the tuple, if asked for, is made by `can_return_tuple` above
-            **routes,
+            head_selection_routing=routing,
             **kwargs,
         )
-        return self.add_head_selection_kl(outputs, labels, routes)
+        return self.add_head_selection_kl(outputs, labels, routing)
 
 
 __all__ = ["HeadSelMarianAttention", "HeadSelMarianMTModel", "HeadSelMarianModel"]

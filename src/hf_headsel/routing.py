@@ -2,9 +2,12 @@
 """Routing: which task every example of a batch belongs to, validated once per forward pass and passed down to the
 layers as keyword arguments (no module-level "current task" state).
 
-* [`TaskRoute`]: the task ids of a batch and the batch laid out task by task.
-* [`task_route`]: ids (a tensor, a list, one id, a name, or nothing: the default task) of one side -> a route.
-* [`keyed_route`] / [`route_from_kwargs`]: the route that keys a component or adapter (one side, or the pair).
+* [`TaskRoute`]: the task ids of a batch and the batch laid out task by task: the one route type.
+* [`Routing`]: what a forward pass hands its layers, under the one keyword `head_selection_routing`: the route of
+  each side and the Gumbel-sigmoid draws of every component. The public keywords `encoder_task_ids` /
+  `decoder_task_ids` only ever hold raw ids (a tensor, a list, one id or a name).
+* [`task_route`]: raw ids of one side (or nothing: the default task) -> a route; [`keyed_route`]: the route of a
+  component or adapter keyed by one side or by the pair; [`route_from_kwargs`]: the keyed route a layer got.
 * [`task_names`]: `{side: name}` from the `task=` / `encoder_task=` / `decoder_task=` arguments.
 
 Copied next to saved models as remote code; imports only torch and its sibling `configuration_head_selection.py`.
@@ -19,9 +22,9 @@ import torch
 
 from .configuration_head_selection import SIDES, HeadSelectionConfigMixin
 
-ROUTE_KWARGS = ("encoder_task_ids", "decoder_task_ids")
-DRAWS_KWARG = "head_selection_draws"  # {component: HeadDraw} of one forward pass, passed down to the layers
-LAYER_KWARGS = (*ROUTE_KWARGS, DRAWS_KWARG)  # read by the head-selection layers, not passed on to attention functions
+TASK_ID_KWARGS = ("encoder_task_ids", "decoder_task_ids")  # the public keywords: raw ids, a name, or nothing
+ROUTING_KWARG = "head_selection_routing"  # the one keyword carrying a forward pass's [`Routing`] down to the layers
+LAYER_KWARGS = (*TASK_ID_KWARGS, ROUTING_KWARG)  # read by the head-selection layers, not passed to attention functions
 
 
 def is_compiling() -> bool:
@@ -205,22 +208,42 @@ def keyed_route(config: HeadSelectionConfigMixin, sides: Sequence[str], routes: 
     return TaskRoute.build(pairs, config.num_keys(sides))
 
 
-def route_from_kwargs(config: HeadSelectionConfigMixin, sides: Sequence[str], kwargs: dict, reference: torch.Tensor):
-    """The route keyed by `sides`, from the `encoder_task_ids` / `decoder_task_ids` keyword arguments a layer got.
+@dataclass(frozen=True)
+class Routing:
+    """How one forward pass is routed, as the model's `forward` hands it to every layer (keyword
+    `head_selection_routing`): the [`TaskRoute`] of each side, validated once, and the `HeadDraw` of every component
+    (`{component: HeadDraw}`: one Gumbel-sigmoid sample of all layers in training; `None` when evaluating without
+    autograd, where the layers use their cached choice)."""
 
-    They are [`TaskRoute`]s when the model's `forward` built them, raw ids when a submodule was called directly
-    (as `generate` calls the encoder), or absent (the default task); `reference` gives batch size and device.
-    """
-    routes = {}
-    for side in sides:
-        value = kwargs.get(f"{side}_task_ids")
-        if not isinstance(value, TaskRoute):
-            value = task_route(config, side, value, reference.shape[0], reference.device)
-        routes[side] = value
+    encoder: TaskRoute
+    decoder: TaskRoute
+    draws: dict | None = None
+
+    def keyed(self, config: HeadSelectionConfigMixin, sides: Sequence[str]) -> TaskRoute:
+        """The route keyed by the tasks of `sides` (see [`keyed_route`])."""
+        return keyed_route(config, sides, {"encoder": self.encoder, "decoder": self.decoder})
+
+
+def route_from_kwargs(config: HeadSelectionConfigMixin, sides: Sequence[str], kwargs: dict, reference: torch.Tensor):
+    """The route keyed by `sides` of the keyword arguments a layer got: from the model's [`Routing`], or, for a
+    submodule called directly (as `generate` calls the encoder), from the raw `encoder_task_ids` /
+    `decoder_task_ids` (absent: the default task); `reference` gives batch size and device. Only the sides asked for
+    are validated."""
+    routing = kwargs.get(ROUTING_KWARG)
+    if routing is not None:
+        return routing.keyed(config, sides)
+    routes = {
+        side: task_route(config, side, kwargs.get(f"{side}_task_ids"), reference.shape[0], reference.device)
+        for side in sides
+    }
     return keyed_route(config, sides, routes)
 
 
 __all__ = [
+    "LAYER_KWARGS",
+    "ROUTING_KWARG",
+    "TASK_ID_KWARGS",
+    "Routing",
     "TaskRoute",
     "first_tensor",
     "is_compiling",
