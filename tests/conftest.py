@@ -7,6 +7,7 @@ the last example), decoder inputs and labels.
 
 from __future__ import annotations
 
+import copy
 import os
 import random
 from dataclasses import dataclass, field
@@ -194,6 +195,17 @@ class Family:
         return labels
 
 
+# The shared head-selection modules every saved model carries next to its family's configuration and modeling.
+CORE_FILES = (
+    "adapters.py",
+    "attention.py",
+    "configuration_head_selection.py",
+    "conversion.py",
+    "modeling_head_selection.py",
+    "routing.py",
+    "selection.py",
+)
+
 MARIAN = Family(
     name="marian",
     config_class=HeadSelMarianConfig,
@@ -205,7 +217,7 @@ MARIAN = Family(
     stock_base_model_class=MarianModel,
     base_kwargs=MARIAN_KWARGS,
     main_input_name="input_ids",
-    files=("head_selection.py", "configuration_headsel_marian.py", "modeling_headsel_marian.py"),
+    files=("modeling_head_selection.py", "configuration_headsel_marian.py", "modeling_headsel_marian.py"),
 )
 
 SPEECH2TEXT = Family(
@@ -220,7 +232,7 @@ SPEECH2TEXT = Family(
     base_kwargs=SPEECH_KWARGS,
     main_input_name="input_features",
     files=(
-        "head_selection.py",
+        "modeling_head_selection.py",
         "configuration_headsel_speech_to_text.py",
         "modeling_headsel_speech_to_text.py",
     ),
@@ -331,3 +343,59 @@ def hub(monkeypatch):
     monkeypatch.setattr(hub_constants, "HF_HUB_DISABLE_XET", True)
     with RecordingHub() as server:
         yield server
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Mixed-task batches: shared by the modeling, attention and routing tests
+# ---------------------------------------------------------------------------------------------------------------
+
+ENCODER_IDS = torch.tensor([0, 1, 1, 0])
+DECODER_IDS = torch.tensor([0, 2, 1, 2])
+MIXED = dict(encoder_task_ids=ENCODER_IDS, decoder_task_ids=DECODER_IDS)
+
+# Every strategy with selection in all three components (task_specific: the cross-attention is keyed by the decoder
+# task, like decoder_self, so both decoder components need the same H' = T_dec * H).
+STRATEGY_CONFIGS = {
+    "group": dict(head_selection_strategy="group", head_selection_components=ALL_COMPONENTS),
+    "subset": dict(
+        head_selection_strategy="subset",
+        head_selection_components=ALL_COMPONENTS,
+        total_encoder_attention_heads=7,
+        total_decoder_attention_heads=10,
+    ),
+    "task_specific": dict(head_selection_strategy="task_specific", head_selection_components=ALL_COMPONENTS),
+}
+
+
+def mixed_model(family, strategy: str = "group", **overrides):
+    """A model selecting in all three components, with `phi` spread so that tasks select different heads."""
+    model = family.model(**{**STRATEGY_CONFIGS[strategy], **overrides})
+    randomize_selector_logits(model)
+    return model
+
+
+def alone(ids: dict, index: int) -> dict:
+    return {key: value[index : index + 1] for key, value in ids.items()}
+
+
+def fresh_copy(family, model):
+    """A new model with the same config and parameters (hence an empty eval weight cache)."""
+    clone = family.model(config=copy.deepcopy(model.config))
+    clone.load_state_dict(model.state_dict())
+    return clone.to(model.dtype).eval()
+
+
+def pad_to(sequences: torch.LongTensor, length: int, pad: int) -> torch.LongTensor:
+    return torch.nn.functional.pad(sequences, (0, length - sequences.shape[-1]), value=pad)
+
+
+def eval_logits(model, family):
+    return forward_logits(model, family.inputs(), family.decoder_input_ids(), **MIXED)
+
+
+def direct_task_kl(logits: torch.Tensor, heads: int, total_heads: int) -> torch.Tensor:
+    """KL(Bernoulli(q) || Bernoulli(pi)) = q log(q/pi) + (1-q) log((1-q)/(1-pi)), mean over layers and candidates."""
+    q = torch.sigmoid(logits.detach().double())
+    pi = heads / total_heads
+    kl = q * torch.log(q / pi) + (1 - q) * torch.log((1 - q) / (1 - pi))
+    return kl.mean(dim=(1, 2))

@@ -42,7 +42,7 @@ from hf_headsel.conversion import (
     resolve_export_tasks,
     stock_model_class,
 )
-from hf_headsel.head_selection import LOGIT_INIT_RANGE
+from hf_headsel.selection import LOGIT_INIT_RANGE
 
 hf_logging.set_verbosity_error()
 hf_logging.disable_progress_bar()

@@ -25,10 +25,9 @@ from hf_headsel import (
     HeadSelSpeech2TextForConditionalGeneration,
 )
 from hf_headsel.conversion import export_task_model
+from hf_headsel.families import MARIAN
 from hf_headsel.hub import (
     DEFAULT_IGNORE_PATTERNS,
-    MARIAN,
-    SHARED_REMOTE_CODE,
     MetricRecord,
     collect_metrics,
     prepare_model_folder,
@@ -36,15 +35,16 @@ from hf_headsel.hub import (
     remote_code_files,
     write_model_card,
 )
+from hf_headsel.model_folder import SHARED_REMOTE_CODE
 
+from conftest import CORE_FILES  # noqa: E402
 from recording_hub import RecordingHub  # noqa: E402
 
 hf_logging.set_verbosity_error()
 hf_logging.disable_progress_bar()
 
 ROOT = Path(__file__).resolve().parents[1]
-REMOTE_CODE = {"head_selection.py", "conversion.py", "pipeline_headsel.py", "configuration_headsel_marian.py",
-               "modeling_headsel_marian.py"}
+REMOTE_CODE = {*CORE_FILES, "pipeline_headsel.py", "configuration_headsel_marian.py", "modeling_headsel_marian.py"}
 TINY = dict(d_model=16, encoder_layers=2, decoder_layers=2, encoder_attention_heads=4, decoder_attention_heads=4,
             encoder_ffn_dim=32, decoder_ffn_dim=32, vocab_size=40)
 
@@ -165,7 +165,7 @@ def test_prepare_model_folder(tmp_path):
     written = prepare_model_folder(tmp_path / "model")
     assert {"conversion.py", "pipeline_headsel.py", "config.json"} <= set(written)
     needed = set(remote_code_files((*MARIAN.modules, *SHARED_REMOTE_CODE)))  # with what they import
-    assert REMOTE_CODE | {"head_selection.py"} <= needed <= {p.name for p in (tmp_path / "model").glob("*.py")}
+    assert REMOTE_CODE <= needed <= {p.name for p in (tmp_path / "model").glob("*.py")}
     config = json.loads((tmp_path / "model" / "config.json").read_text())
     assert config["custom_pipelines"]["translation"]["impl"] == "pipeline_headsel.HeadSelTranslationPipeline"
     assert config["auto_map"]["AutoModelForSeq2SeqLM"] == "modeling_headsel_marian.HeadSelMarianMTModel"

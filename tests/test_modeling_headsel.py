@@ -1,10 +1,9 @@
 """Behaviour of the head-selection models, run for both families (Marian and Speech2Text): equality with the stock
-model, per-example routing in forward, generation and training, the KV cache, attention backends, the eval weight
-cache, task defaults, Auto classes and the cross-attention task keys (DESIGN.md sections 2-5)."""
+model, per-example routing in forward, generation and training, gradients, `selected_heads()` and the Auto
+classes (attention: `test_attention.py`; routing and task defaults: `test_routing.py`) (DESIGN.md sections 2-5)."""
 
 from __future__ import annotations
 
-import copy
 import itertools
 import math
 
@@ -14,57 +13,29 @@ from transformers import AutoConfig
 
 from conftest import (
     ALL_COMPONENTS,
+    DECODER_IDS,
     DECODER_TASKS,
+    ENCODER_IDS,
     ENCODER_TASKS,
-    HEAD_DIM,
     HEADS,
+    HEAD_DIM,
     LAYERS,
     MARIAN,
+    MIXED,
     SPEECH2TEXT,
+    STRATEGY_CONFIGS,
+    alone,
     component_task,
+    eval_logits,
     extract_stock_model,
     forward_logits,
+    mixed_model,
+    pad_to,
     randomize_selector_logits,
     seed_everything,
     selecting_attentions,
     take,
 )
-
-ENCODER_IDS = torch.tensor([0, 1, 1, 0])
-DECODER_IDS = torch.tensor([0, 2, 1, 2])
-MIXED = dict(encoder_task_ids=ENCODER_IDS, decoder_task_ids=DECODER_IDS)
-
-# Every strategy with selection in all three components (task_specific: the cross-attention is keyed by the decoder
-# task, like decoder_self, so both decoder components need the same H' = T_dec * H).
-STRATEGY_CONFIGS = {
-    "group": dict(head_selection_strategy="group", head_selection_components=ALL_COMPONENTS),
-    "subset": dict(
-        head_selection_strategy="subset",
-        head_selection_components=ALL_COMPONENTS,
-        total_encoder_attention_heads=7,
-        total_decoder_attention_heads=10,
-    ),
-    "task_specific": dict(head_selection_strategy="task_specific", head_selection_components=ALL_COMPONENTS),
-}
-
-
-def mixed_model(family, strategy: str = "group", **overrides):
-    """A model selecting in all three components, with `phi` spread so that tasks select different heads."""
-    model = family.model(**{**STRATEGY_CONFIGS[strategy], **overrides})
-    randomize_selector_logits(model)
-    return model
-
-
-def alone(ids: dict, index: int) -> dict:
-    return {key: value[index : index + 1] for key, value in ids.items()}
-
-
-def fresh_copy(family, model):
-    """A new model with the same config and parameters (hence an empty eval weight cache)."""
-    clone = family.model(config=copy.deepcopy(model.config))
-    clone.load_state_dict(model.state_dict())
-    return clone.to(model.dtype).eval()
-
 
 # ---------------------------------------------------------------------------------------------------------------
 # (1) The stock model
@@ -168,10 +139,6 @@ def test_mixed_task_batch_with_autograd_enabled_in_eval_equals_no_grad(family, s
     torch.testing.assert_close(out.detach(), expected)
 
 
-def pad_to(sequences: torch.LongTensor, length: int, pad: int) -> torch.LongTensor:
-    return torch.nn.functional.pad(sequences, (0, length - sequences.shape[-1]), value=pad)
-
-
 @pytest.mark.parametrize("num_beams", [1, 3], ids=["greedy", "beam3"])
 @pytest.mark.parametrize("strategy", ["subset", "task_specific"])
 def test_generate_mixed_batch_equals_each_example_alone(family, num_beams, strategy):
@@ -210,114 +177,6 @@ def test_generate_scores_equal_forward_logits(family):
     full = forward_logits(model, inputs, sequences[:, :-1], **MIXED)
     for step, step_logits in enumerate(out.logits):
         torch.testing.assert_close(step_logits, full[:, step])
-
-
-# ---------------------------------------------------------------------------------------------------------------
-# (4) KV cache, (5) attention weights, (6) attention backends
-# ---------------------------------------------------------------------------------------------------------------
-
-
-def test_kv_cache_holds_only_selected_heads(family):
-    model = mixed_model(family, "group")
-    inputs, decoder_input_ids = family.inputs(), family.decoder_input_ids()
-    with torch.no_grad():
-        out = model(**inputs, decoder_input_ids=decoder_input_ids, use_cache=True, **MIXED)
-    encoder_length = out.encoder_last_hidden_state.shape[1]
-    cache = out.past_key_values
-    for layer in range(LAYERS):
-        for states in (cache.self_attention_cache.layers[layer].keys, cache.self_attention_cache.layers[layer].values):
-            assert states.shape == (4, HEADS, decoder_input_ids.shape[1], HEAD_DIM)
-        for states in (cache.cross_attention_cache.layers[layer].keys, cache.cross_attention_cache.layers[layer].values):
-            assert states.shape == (4, HEADS, encoder_length, HEAD_DIM)
-    # continuing from the cache gives the logits of the full sequence
-    next_ids = family.decoder_input_ids(length=1, seed=7)
-    next_ids[:, 0] = 5
-    with torch.no_grad():
-        step = model(
-            encoder_outputs=(out.encoder_last_hidden_state,),
-            attention_mask=inputs["attention_mask"],
-            decoder_input_ids=next_ids,
-            past_key_values=cache,
-            use_cache=True,
-            **MIXED,
-        ).logits
-    full = forward_logits(model, inputs, torch.cat([decoder_input_ids, next_ids], dim=1), **MIXED)
-    torch.testing.assert_close(step[:, -1], full[:, -1])
-
-
-def test_beam_search_cache_holds_only_selected_heads(family):
-    model = mixed_model(family, "group")
-    out = model.generate(**family.inputs(), **MIXED, num_beams=3, max_new_tokens=4, return_dict_in_generate=True)
-    cache = out.past_key_values
-    for layer in range(LAYERS):
-        assert cache.self_attention_cache.layers[layer].keys.shape[:2] == (12, HEADS)
-        assert cache.cross_attention_cache.layers[layer].keys.shape[:2] == (12, HEADS)
-        assert cache.self_attention_cache.layers[layer].keys.shape[-1] == HEAD_DIM
-
-
-def test_output_attentions_have_selected_heads_only(family):
-    model = mixed_model(family, "subset", attn_implementation="eager")
-    inputs, decoder_input_ids = family.inputs(), family.decoder_input_ids()
-    with torch.no_grad():
-        out = model(**inputs, decoder_input_ids=decoder_input_ids, output_attentions=True, **MIXED)
-    encoder_length = out.encoder_last_hidden_state.shape[1]
-    decoder_length = decoder_input_ids.shape[1]
-    expected_shapes = {
-        "encoder_attentions": (4, HEADS, encoder_length, encoder_length),
-        "decoder_attentions": (4, HEADS, decoder_length, decoder_length),
-        "cross_attentions": (4, HEADS, decoder_length, encoder_length),
-    }
-    for name, shape in expected_shapes.items():
-        weights = getattr(out, name)
-        assert len(weights) == LAYERS, name
-        for layer_weights in weights:
-            assert layer_weights.shape == shape, name
-            torch.testing.assert_close(layer_weights.sum(-1), torch.ones(shape[:-1]))
-    # they are the attention weights of the example's selected heads, slot by slot
-    for i in range(4):
-        stock = extract_stock_model(family, model, int(ENCODER_IDS[i]), int(DECODER_IDS[i]))
-        with torch.no_grad():
-            reference = stock(
-                **take(inputs, i), decoder_input_ids=decoder_input_ids[i : i + 1], output_attentions=True
-            )
-        for name in expected_shapes:
-            for ours, theirs in zip(getattr(out, name), getattr(reference, name)):
-                torch.testing.assert_close(ours[i : i + 1], theirs)
-
-
-def test_marian_eager_and_sdpa_give_equal_logits(marian):
-    eager = mixed_model(marian, "subset", attn_implementation="eager")
-    sdpa = mixed_model(marian, "subset", attn_implementation="sdpa")
-    assert eager.config._attn_implementation == "eager"
-    assert sdpa.config._attn_implementation == "sdpa"
-    inputs, decoder_input_ids = marian.inputs(), marian.decoder_input_ids()
-    torch.testing.assert_close(
-        forward_logits(sdpa, inputs, decoder_input_ids, **MIXED), forward_logits(eager, inputs, decoder_input_ids, **MIXED)
-    )
-    eager.set_attn_implementation("sdpa")
-    torch.testing.assert_close(
-        forward_logits(eager, inputs, decoder_input_ids, **MIXED), forward_logits(sdpa, inputs, decoder_input_ids, **MIXED)
-    )
-    kwargs = dict(**MIXED, num_beams=3, max_new_tokens=6)
-    torch.testing.assert_close(eager.generate(**inputs, **kwargs), sdpa.generate(**inputs, **kwargs))
-
-
-def test_marian_default_backend_is_the_stocks(marian):
-    assert marian.model().config._attn_implementation == marian.stock_model().config._attn_implementation
-
-
-def test_speech2text_refuses_sdpa_like_the_stock(speech2text, tmp_path):
-    with pytest.raises(ValueError, match="does not support"):
-        speech2text.stock_model(attn_implementation="sdpa")
-    with pytest.raises(ValueError, match="does not support"):
-        speech2text.model(attn_implementation="sdpa")
-    model = speech2text.model()
-    assert model.config._attn_implementation == "eager"
-    model.save_pretrained(tmp_path)
-    with pytest.raises(ValueError, match="does not support"):
-        speech2text.model_class.from_pretrained(tmp_path, attn_implementation="sdpa")
-    loaded = speech2text.model_class.from_pretrained(tmp_path, attn_implementation="eager")
-    assert loaded.config._attn_implementation == "eager"
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -413,7 +272,7 @@ def test_gradient_checkpointing_gives_the_same_loss_and_gradients(family):
 @pytest.fixture
 def projection_mode(monkeypatch):
     """Set `mixed_batch_projection` on every head-selection attention class for one test."""
-    from hf_headsel.head_selection import HeadSelectionAttentionMixin
+    from hf_headsel.attention import HeadSelectionAttentionMixin
 
     def set_mode(mode: str) -> None:
         monkeypatch.setattr(HeadSelectionAttentionMixin, "mixed_batch_projection", mode)
@@ -459,277 +318,6 @@ def test_mixed_batch_projection_is_checked(family, projection_mode):
     projection_mode("sometimes")
     with pytest.raises(ValueError, match="mixed_batch_projection must be one of"):
         forward_logits(mixed_model(family), family.inputs(), family.decoder_input_ids(), **MIXED)
-
-
-# ---------------------------------------------------------------------------------------------------------------
-# (8) The eval weight cache never serves stale weights
-# ---------------------------------------------------------------------------------------------------------------
-
-
-def eval_logits(model, family):
-    return forward_logits(model, family.inputs(), family.decoder_input_ids(), **MIXED)
-
-
-@pytest.mark.parametrize("optimizer", ["sgd", "adamw-foreach"])
-def test_eval_outputs_follow_an_optimizer_step(family, optimizer):
-    model = mixed_model(family, "group")
-    before = eval_logits(model, family)  # fills the eval cache
-    if optimizer == "sgd":
-        opt = torch.optim.SGD(model.parameters(), lr=0.5)
-    else:
-        opt = torch.optim.AdamW(model.parameters(), lr=0.05, foreach=True)
-    model.train()
-    model(**family.inputs(), labels=family.labels(), **MIXED).loss.backward()
-    opt.step()
-    model.eval()
-    after = eval_logits(model, family)
-    assert not torch.allclose(after, before)
-    torch.testing.assert_close(after, eval_logits(fresh_copy(family, model), family))
-
-
-def test_eval_outputs_follow_in_place_weight_changes(family):
-    model = mixed_model(family, "group")
-    before = eval_logits(model, family)
-    with torch.no_grad():
-        for _, _, attention in selecting_attentions(model):
-            attention.v_proj.weight.mul_(-0.5)
-    changed = eval_logits(model, family)
-    assert not torch.allclose(changed, before)
-    torch.testing.assert_close(changed, eval_logits(fresh_copy(family, model), family))
-    # a changed phi changes the selection: flip every logit
-    with torch.no_grad():
-        for selector in model.head_selection.values():
-            selector.logits.neg_()
-    flipped = eval_logits(model, family)
-    assert not torch.allclose(flipped, changed)
-    torch.testing.assert_close(flipped, eval_logits(fresh_copy(family, model), family))
-
-
-def test_eval_outputs_follow_load_state_dict(family):
-    model = mixed_model(family, "group")
-    other = family.model(seed=99, config=copy.deepcopy(model.config))
-    randomize_selector_logits(other, seed=99)
-    before = eval_logits(model, family)
-    model.load_state_dict(other.state_dict())
-    after = eval_logits(model, family)
-    assert not torch.allclose(after, before)
-    torch.testing.assert_close(after, eval_logits(other, family))
-
-
-def test_eval_outputs_follow_load_state_dict_with_assign(family):
-    model = mixed_model(family, "group")
-    other = family.model(seed=99, config=copy.deepcopy(model.config))
-    randomize_selector_logits(other, seed=99)
-    expected = eval_logits(other, family)
-    eval_logits(model, family)  # fills the cache
-    model.load_state_dict(other.state_dict(), assign=True)  # same version counters as the old parameters
-    torch.testing.assert_close(eval_logits(model, family), expected)
-
-
-@pytest.mark.parametrize("refresh", ["eval", "clear_head_selection_cache"])
-def test_eval_outputs_follow_updates_through_param_data_after_a_refresh(family, refresh):
-    # writes through `param.data` bypass the version counters the cache watches (documented): a mode switch, as
-    # every evaluation loop does, or `clear_head_selection_cache()` picks them up
-    model = mixed_model(family, "group")
-    eval_logits(model, family)  # fills the cache
-    with torch.no_grad():
-        for parameter in model.parameters():
-            parameter.data.mul_(1.5)
-    getattr(model, refresh)()
-    torch.testing.assert_close(eval_logits(model, family), eval_logits(fresh_copy(family, model), family))
-
-
-def test_eval_outputs_are_right_after_changing_dtype(family):
-    model = mixed_model(family, "group")
-    before = eval_logits(model, family)  # fills the cache in float32
-    reference = fresh_copy(family, model).to(torch.float64)
-    model.to(torch.float64)
-    inputs = {k: v.double() if v.is_floating_point() else v for k, v in family.inputs().items()}
-    out = forward_logits(model, inputs, family.decoder_input_ids(), **MIXED)
-    assert out.dtype == torch.float64
-    torch.testing.assert_close(out, forward_logits(reference, inputs, family.decoder_input_ids(), **MIXED))
-    torch.testing.assert_close(out.float(), before, rtol=1e-4, atol=1e-4)
-    model.to(torch.float32)
-    torch.testing.assert_close(eval_logits(model, family), before)
-
-
-# ---------------------------------------------------------------------------------------------------------------
-# (9) Routing and default tasks
-# ---------------------------------------------------------------------------------------------------------------
-
-
-def test_omitted_ids_use_the_default_task(family):
-    model = mixed_model(family, "group", default_encoder_task="de", default_decoder_task="it")
-    inputs, decoder_input_ids = family.inputs(), family.decoder_input_ids()
-    explicit = forward_logits(
-        model, inputs, decoder_input_ids,
-        encoder_task_ids=torch.full((4,), 1), decoder_task_ids=torch.full((4,), 2),
-    )
-    torch.testing.assert_close(forward_logits(model, inputs, decoder_input_ids), explicit)
-    torch.testing.assert_close(
-        forward_logits(model, inputs, decoder_input_ids, decoder_task_ids=torch.full((4,), 2)), explicit
-    )
-    # explicit ids override the default
-    other = forward_logits(model, inputs, decoder_input_ids, **MIXED)
-    assert not torch.allclose(other, explicit)
-    kwargs = dict(num_beams=3, max_new_tokens=6)
-    torch.testing.assert_close(
-        model.generate(**inputs, **kwargs),
-        model.generate(**inputs, encoder_task_ids=torch.full((4,), 1), decoder_task_ids=torch.full((4,), 2), **kwargs),
-    )
-
-
-def test_omitted_ids_use_the_only_task(family):
-    model = mixed_model(family, "group", encoder_tasks=["en"], decoder_tasks=["fr"])
-    inputs, decoder_input_ids = family.inputs(), family.decoder_input_ids()
-    zeros = torch.zeros(4, dtype=torch.long)
-    expected = forward_logits(model, inputs, decoder_input_ids, encoder_task_ids=zeros, decoder_task_ids=zeros)
-    torch.testing.assert_close(forward_logits(model, inputs, decoder_input_ids), expected)
-
-
-@pytest.mark.parametrize("side", ["encoder", "decoder"])
-def test_omitted_ids_without_default_raise_listing_the_tasks(family, side):
-    model = family.model(head_selection_components=ALL_COMPONENTS)
-    ids = {f"{other}_task_ids": torch.zeros(4, dtype=torch.long) for other in ("encoder", "decoder") if other != side}
-    tasks = ENCODER_TASKS if side == "encoder" else DECODER_TASKS
-    with pytest.raises(ValueError, match=f"{side}_task_ids") as error:
-        model(**family.inputs(), decoder_input_ids=family.decoder_input_ids(), **ids)
-    assert all(repr(task) in str(error.value) for task in tasks)
-    with pytest.raises(ValueError, match=f"{side}_task_ids"):
-        model.generate(**family.inputs(), **ids, max_new_tokens=3)
-
-
-@pytest.mark.parametrize("side", ["encoder", "decoder"])
-@pytest.mark.parametrize("bad_id", [5, -1, 3], ids=["too-large", "negative", "just-past-end"])
-def test_out_of_range_ids_raise_naming_the_tasks(family, side, bad_id):
-    tasks = ENCODER_TASKS if side == "encoder" else DECODER_TASKS
-    if bad_id == 3 and side == "encoder":
-        bad_id = len(ENCODER_TASKS)
-    model = family.model(head_selection_components=ALL_COMPONENTS)
-    ids = dict(MIXED)
-    ids[f"{side}_task_ids"] = torch.tensor([0, bad_id, 0, 0])
-    with pytest.raises(ValueError, match=str(bad_id)) as error:
-        model(**family.inputs(), decoder_input_ids=family.decoder_input_ids(), **ids)
-    assert all(task in str(error.value) for task in tasks)
-
-
-def test_task_route_lays_a_mixed_batch_out_task_by_task():
-    from hf_headsel.head_selection import TaskRoute
-
-    ids = torch.tensor([2, 0, 2, 1, 0, 2])
-    route = TaskRoute.build(ids, num_tasks=4)
-    assert route.tasks == (0, 1, 2) and route.sizes == (2, 1, 3) and route.single_task is None
-    assert ids[route.order].tolist() == [0, 0, 1, 2, 2, 2]
-    assert route.order[route.inverse].tolist() == list(range(6))
-    states = torch.arange(6.0)[:, None]
-    applied = route.per_task(states, lambda task, rows: rows * 10 + task)
-    torch.testing.assert_close(applied, states * 10 + ids[:, None].float())
-    single = TaskRoute.single(3, batch_size=2, device=torch.device("cpu"))
-    assert single.single_task == 3 and single.ids.tolist() == [3, 3] and single.order is None
-
-
-def test_an_id_tensor_is_routed_once_until_it_changes(family):
-    # generate passes the same id tensor at every step: its route is remembered, but an in-place change (even to an
-    # invalid id) is seen
-    model = family.model(head_selection_components=ALL_COMPONENTS).eval()
-    ids = torch.tensor([0, 2, 1, 2])
-    first = model.task_routes(ENCODER_IDS, ids, 4, ids.device)["decoder_task_ids"]
-    assert model.task_routes(ENCODER_IDS, ids, 4, ids.device)["decoder_task_ids"] is first
-    assert model.task_routes(ENCODER_IDS, ids.clone(), 4, ids.device)["decoder_task_ids"] is not first
-    ids[1] = 1
-    assert model.task_routes(ENCODER_IDS, ids, 4, ids.device)["decoder_task_ids"].ids.tolist() == [0, 1, 1, 2]
-    ids[1] = len(DECODER_TASKS)
-    with pytest.raises(ValueError, match="out of range"):
-        model.task_routes(ENCODER_IDS, ids, 4, ids.device)
-
-
-@pytest.mark.parametrize("side", ["encoder", "decoder"])
-@pytest.mark.parametrize(
-    "bad_ids",
-    [torch.tensor([0, 1]), torch.tensor([[0, 1, 0, 1]]), torch.tensor([0.0, 1.0, 0.0, 1.0]),
-     torch.tensor([True, False, True, False])],
-    ids=["wrong-length", "two-dimensional", "float", "bool"],
-)
-def test_malformed_ids_raise(family, side, bad_ids):
-    model = family.model()
-    ids = dict(MIXED)
-    ids[f"{side}_task_ids"] = bad_ids
-    with pytest.raises(ValueError, match=f"{side}_task_ids"):
-        model(**family.inputs(), decoder_input_ids=family.decoder_input_ids(), **ids)
-
-
-def test_from_pretrained_task_sets_the_defaults_of_the_sides_that_know_it(family, tmp_path):
-    # encoder tasks ["en", "de"], decoder tasks ["de", "fr", "it"]
-    mixed_model(family, "group").save_pretrained(tmp_path)
-    cases = [
-        (("de", None, None), ("de", "de")),
-        (("en", None, None), ("en", None)),
-        (("fr", None, None), (None, "fr")),
-        ((None, "de", None), ("de", None)),
-        ((None, None, "it"), (None, "it")),
-        ((None, "en", "fr"), ("en", "fr")),
-        (("de", None, "it"), ("de", "it")),  # an explicit side wins over `task`
-    ]
-    for (task, encoder_task, decoder_task), (encoder_default, decoder_default) in cases:
-        kwargs = {k: v for k, v in dict(task=task, encoder_task=encoder_task, decoder_task=decoder_task).items() if v}
-        model = family.model_class.from_pretrained(tmp_path, **kwargs)
-        assert model.config.default_encoder_task == encoder_default, kwargs
-        assert model.config.default_decoder_task == decoder_default, kwargs
-    model = family.model_class.from_pretrained(tmp_path, task="de").eval()
-    inputs, decoder_input_ids = family.inputs(), family.decoder_input_ids()
-    torch.testing.assert_close(
-        forward_logits(model, inputs, decoder_input_ids),
-        forward_logits(model, inputs, decoder_input_ids, encoder_task_ids=torch.full((4,), 1),
-                       decoder_task_ids=torch.full((4,), 0)),
-    )
-    # only the decoder knows "fr": the encoder still needs ids
-    model = family.model_class.from_pretrained(tmp_path, task="fr").eval()
-    with pytest.raises(ValueError, match="encoder_task_ids"):
-        model(**inputs, decoder_input_ids=decoder_input_ids)
-    torch.testing.assert_close(
-        forward_logits(model, inputs, decoder_input_ids, encoder_task_ids=ENCODER_IDS),
-        forward_logits(model, inputs, decoder_input_ids, encoder_task_ids=ENCODER_IDS,
-                       decoder_task_ids=torch.full((4,), 1)),
-    )
-
-
-@pytest.mark.parametrize(
-    "kwargs", [dict(task="xx"), dict(encoder_task="fr"), dict(decoder_task="en"), dict(task="de", decoder_task="xx")]
-)
-def test_from_pretrained_with_unknown_task_raises_naming_the_tasks(family, tmp_path, kwargs):
-    family.model().save_pretrained(tmp_path)
-    with pytest.raises(ValueError) as error:
-        family.model_class.from_pretrained(tmp_path, **kwargs)
-    side_tasks = {"task": ENCODER_TASKS + DECODER_TASKS, "encoder_task": ENCODER_TASKS, "decoder_task": DECODER_TASKS}
-    key = "decoder_task" if "decoder_task" in kwargs else next(iter(kwargs))
-    assert all(task in str(error.value) for task in side_tasks[key])
-
-
-def test_set_default_task(family):
-    model = mixed_model(family, "group")
-    inputs, decoder_input_ids = family.inputs(), family.decoder_input_ids()
-    model.set_default_task("de")
-    assert (model.config.default_encoder_task, model.config.default_decoder_task) == ("de", "de")
-    torch.testing.assert_close(
-        forward_logits(model, inputs, decoder_input_ids),
-        forward_logits(model, inputs, decoder_input_ids, encoder_task_ids=torch.full((4,), 1),
-                       decoder_task_ids=torch.full((4,), 0)),
-    )
-    model.set_default_task(decoder_task="it")
-    assert (model.config.default_encoder_task, model.config.default_decoder_task) == ("de", "it")
-    model.set_default_task(encoder_task="en")
-    assert (model.config.default_encoder_task, model.config.default_decoder_task) == ("en", "it")
-    torch.testing.assert_close(
-        forward_logits(model, inputs, decoder_input_ids),
-        forward_logits(model, inputs, decoder_input_ids, encoder_task_ids=torch.zeros(4, dtype=torch.long),
-                       decoder_task_ids=torch.full((4,), 2)),
-    )
-    for bad, tasks in ((dict(task="xx"), ENCODER_TASKS + DECODER_TASKS), (dict(encoder_task="it"), ENCODER_TASKS),
-                       (dict(decoder_task="en"), DECODER_TASKS)):
-        with pytest.raises(ValueError) as error:
-            model.set_default_task(**bad)
-        assert all(task in str(error.value) for task in tasks), bad
-    assert (model.config.default_encoder_task, model.config.default_decoder_task) == ("en", "it")
 
 
 @pytest.mark.parametrize("strategy", list(STRATEGY_CONFIGS))
@@ -783,97 +371,3 @@ def test_auto_model_for_the_other_modality_rejects_the_config(family, tmp_path):
     family.model().save_pretrained(tmp_path)
     with pytest.raises(ValueError):
         other.auto_model_class.from_pretrained(tmp_path)
-
-
-# ---------------------------------------------------------------------------------------------------------------
-# (11) Cross-attention task keys
-# ---------------------------------------------------------------------------------------------------------------
-
-PAIR_ENCODER_IDS = torch.tensor([0, 1, 0, 1])
-PAIR_DECODER_IDS = torch.tensor([0, 0, 1, 1])
-
-
-@pytest.mark.parametrize(
-    "strategy, key",
-    [("group", "decoder"), ("group", "encoder"), ("group", "pair"), ("subset", "pair"), ("task_specific", "decoder"),
-     ("task_specific", "encoder"), ("task_specific", "pair")],
-)
-def test_cross_attention_task_key_routes_each_example(family, strategy, key):
-    """Only the cross-attention selects; four copies of one input with task pairs (0,0), (1,0), (0,1), (1,1)."""
-    model = family.model(
-        head_selection_strategy=strategy, head_selection_components=["decoder_cross"], cross_attention_task_key=key
-    )
-    randomize_selector_logits(model)
-    if strategy == "task_specific":
-        tasks = {"decoder": len(DECODER_TASKS), "encoder": len(ENCODER_TASKS),
-                 "pair": len(ENCODER_TASKS) * len(DECODER_TASKS)}[key]
-        assert model.config.total_decoder_attention_heads == tasks * HEADS
-    inputs = {k: v[:1].repeat(4, *[1] * (v.dim() - 1)) for k, v in family.inputs().items()}
-    decoder_input_ids = family.decoder_input_ids(batch_size=1).repeat(4, 1)
-    logits = forward_logits(model, inputs, decoder_input_ids, encoder_task_ids=PAIR_ENCODER_IDS,
-                            decoder_task_ids=PAIR_DECODER_IDS)
-    same = {"decoder": [(0, 1), (2, 3)], "encoder": [(0, 2), (1, 3)], "pair": []}[key]
-    for a, b in itertools.combinations(range(4), 2):
-        if (a, b) in same:
-            torch.testing.assert_close(logits[a], logits[b])
-        else:
-            assert not torch.allclose(logits[a], logits[b]), (a, b)
-    for i in range(4):
-        stock = extract_stock_model(family, model, int(PAIR_ENCODER_IDS[i]), int(PAIR_DECODER_IDS[i]))
-        torch.testing.assert_close(logits[i : i + 1], forward_logits(stock, take(inputs, i), decoder_input_ids[:1]))
-    # and generation routes the same way
-    kwargs = dict(encoder_task_ids=PAIR_ENCODER_IDS, decoder_task_ids=PAIR_DECODER_IDS, num_beams=3, max_new_tokens=6)
-    batch = model.generate(**inputs, **kwargs)
-    for i in range(4):
-        single = model.generate(
-            **take(inputs, i), encoder_task_ids=PAIR_ENCODER_IDS[i : i + 1],
-            decoder_task_ids=PAIR_DECODER_IDS[i : i + 1], num_beams=3, max_new_tokens=6,
-        )
-        torch.testing.assert_close(batch[i : i + 1], pad_to(single, batch.shape[-1], family.pad_token_id))
-
-
-def test_pair_key_with_all_components_mixed_batch(family):
-    model = mixed_model(family, "subset", cross_attention_task_key="pair")
-    inputs, decoder_input_ids = family.inputs(), family.decoder_input_ids()
-    batch = forward_logits(model, inputs, decoder_input_ids, **MIXED)
-    for i in range(4):
-        stock = extract_stock_model(family, model, int(ENCODER_IDS[i]), int(DECODER_IDS[i]))
-        torch.testing.assert_close(batch[i : i + 1], forward_logits(stock, take(inputs, i), decoder_input_ids[i : i + 1]))
-
-
-# ---------------------------------------------------------------------------------------------------------------
-# Task ids given as Python lists (accepted by forward)
-# ---------------------------------------------------------------------------------------------------------------
-
-
-def test_forward_accepts_task_ids_as_lists(family):
-    model = mixed_model(family, "group")
-    inputs, decoder_input_ids = family.inputs(), family.decoder_input_ids()
-    torch.testing.assert_close(
-        forward_logits(model, inputs, decoder_input_ids, encoder_task_ids=ENCODER_IDS.tolist(),
-                       decoder_task_ids=DECODER_IDS.tolist()),
-        forward_logits(model, inputs, decoder_input_ids, **MIXED),
-    )
-
-
-def test_generate_accepts_task_ids_as_lists_with_beam_search(family):
-    model = mixed_model(family, "group")
-    kwargs = dict(num_beams=3, max_new_tokens=5)
-    torch.testing.assert_close(
-        model.generate(**family.inputs(), encoder_task_ids=ENCODER_IDS.tolist(), decoder_task_ids=DECODER_IDS.tolist(),
-                       **kwargs),
-        model.generate(**family.inputs(), **MIXED, **kwargs),
-    )
-
-
-def test_one_task_by_name_or_int_equals_its_id_tensor(family):
-    model = mixed_model(family, "group")
-    batch = family.inputs()["attention_mask"].shape[0]
-    encoder, decoder = ENCODER_TASKS[1], DECODER_TASKS[2]
-    as_tensors = dict(encoder_task_ids=torch.full((batch,), 1), decoder_task_ids=torch.full((batch,), 2))
-    for ids in (dict(encoder_task_ids=encoder, decoder_task_ids=decoder), dict(encoder_task_ids=1, decoder_task_ids=2)):
-        torch.testing.assert_close(forward_logits(model, family.inputs(), family.decoder_input_ids(), **ids),
-                                   forward_logits(model, family.inputs(), family.decoder_input_ids(), **as_tensors))
-        kwargs = dict(num_beams=3, max_new_tokens=5)
-        torch.testing.assert_close(model.generate(**family.inputs(), **ids, **kwargs),
-                                   model.generate(**family.inputs(), **as_tensors, **kwargs))

@@ -17,7 +17,7 @@ import textwrap
 import pytest
 import torch
 
-from conftest import ALL_COMPONENTS, randomize_selector_logits
+from conftest import ALL_COMPONENTS, CORE_FILES, randomize_selector_logits
 
 ALLOWED_ABSOLUTE_IMPORTS = {"torch", "transformers", "huggingface_hub"}  # huggingface_hub: a transformers dependency
 
@@ -40,7 +40,7 @@ def saved(family, tmp_path):
 
 def test_save_pretrained_writes_flat_modules_and_auto_map(family, saved):
     _, path = saved
-    for name in family.files:
+    for name in (*CORE_FILES, *family.files):
         assert (path / name).is_file(), name
     config = json.loads((path / "config.json").read_text())
     config_module, model_module = family.files[1][:-3], family.files[2][:-3]
@@ -56,7 +56,8 @@ def test_save_pretrained_writes_flat_modules_and_auto_map(family, saved):
 def test_saved_modules_import_only_torch_transformers_and_each_other(family, saved):
     _, path = saved
     siblings = {name[:-3] for name in os.listdir(path) if name.endswith(".py")}
-    for name in family.files:
+    assert set(family.files) | set(CORE_FILES) <= {f"{name}.py" for name in siblings}
+    for name in sorted(f"{name}.py" for name in siblings):  # every module written, not only the family's
         tree = ast.parse((path / name).read_text())
         for node in ast.walk(tree):
             if isinstance(node, ast.Import):

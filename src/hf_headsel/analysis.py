@@ -32,7 +32,8 @@ from typing import TYPE_CHECKING, Any
 import torch
 from tqdm.auto import tqdm
 
-from .head_selection import COMPONENTS, HeadSelectionModelMixin
+from .configuration_head_selection import COMPONENTS
+from .modeling_head_selection import HeadSelectionModelMixin
 
 if TYPE_CHECKING:
     import numpy as np
@@ -146,15 +147,15 @@ def load_headsel_model(model_or_path, **from_pretrained_kwargs) -> HeadSelection
         return model_or_path
     if isinstance(model_or_path, torch.nn.Module):
         raise ValueError(f"{type(model_or_path).__name__} is not a head-selection model: it has no selected_heads()")
-    from transformers import AutoConfig, AutoModelForSeq2SeqLM, AutoModelForSpeechSeq2Seq
+    from transformers import AutoConfig
 
-    from .configuration_headsel_marian import HeadSelMarianConfig
+    from .families import HEADSEL_MODEL_TYPES, family_of  # imported here: the registry imports every family
 
     config = AutoConfig.from_pretrained(model_or_path)
-    if not hasattr(config, "head_selection_components"):
+    if config.model_type not in HEADSEL_MODEL_TYPES:
         raise ValueError(f"{str(model_or_path)!r} holds a {config.model_type!r} model, not a head-selection model "
-                         f"(headsel_marian or headsel_speech_to_text)")
-    auto = AutoModelForSeq2SeqLM if isinstance(config, HeadSelMarianConfig) else AutoModelForSpeechSeq2Seq
+                         f"({' or '.join(HEADSEL_MODEL_TYPES)})")
+    auto = family_of(config.model_type).auto_class
     return auto.from_pretrained(model_or_path, **from_pretrained_kwargs).eval()
 
 

@@ -4,7 +4,7 @@
 from huggingface_hub.dataclasses import strict
 from transformers import MarianConfig
 
-from .head_selection import HeadSelectionConfigMixin
+from .configuration_head_selection import HeadSelectionConfigMixin
 
 
 @strict

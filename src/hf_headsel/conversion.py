@@ -8,23 +8,22 @@
   the candidates of its group (candidate `c` holds stock head `c mod H`), so the outputs equal the stock model's for
   every task at initialisation. The selector logits are freshly initialised.
 
-This file may be copied next to a saved model as remote code, so it imports nothing but `torch`, `transformers`
-and its sibling `head_selection.py`.
+Copied next to saved models as remote code; imports only torch, transformers and its siblings
+`configuration_head_selection.py` and `routing.py`. It does not import the modeling module (which imports it for
+`export_task_model` / `from_stock`): head-selection models are recognised by their config class.
 """
 
 from __future__ import annotations
 
 import copy
-import dataclasses
 import os
 
 import torch
 from transformers import PreTrainedModel
 
-from .head_selection import SIDES, HeadSelectionConfigMixin, HeadSelectionModelMixin, task_names
+from .configuration_head_selection import HEAD_SELECTION_CONFIG_KEYS, SIDES, HeadSelectionConfigMixin, attention_path
+from .routing import task_names
 
-# Every config keyword the head-selection mixin adds on top of the stock config.
-HEAD_SELECTION_CONFIG_KEYS = tuple(field.name for field in dataclasses.fields(HeadSelectionConfigMixin))
 # Keys of a head-selection `config.to_dict()` that must not reach a stock config.
 NON_STOCK_CONFIG_KEYS = HEAD_SELECTION_CONFIG_KEYS + (
     "model_type",
@@ -42,27 +41,35 @@ PROJECTIONS = ("q_proj", "k_proj", "v_proj")
 # --------------------------------------------------------------------------------------------------------------------
 
 
+def is_head_selection_model_class(cls: type) -> bool:
+    """Whether `cls` is a head-selection model class (base or generation model): its config class is a
+    head-selection config."""
+    config_class = getattr(cls, "config_class", None)
+    return isinstance(config_class, type) and issubclass(config_class, HeadSelectionConfigMixin)
+
+
+def is_head_selection_generation_model(model) -> bool:
+    """Whether `model` is a head-selection generation model (the class that exports and upcycles)."""
+    return is_head_selection_model_class(type(model)) and type(model).can_generate()
+
+
 def stock_model_class(model_or_class) -> type[PreTrainedModel]:
     """The stock Transformers class a head-selection model class extends (e.g. `MarianMTModel`).
 
     It is the first class of the MRO that is a `PreTrainedModel` but not a head-selection model.
     """
     cls = model_or_class if isinstance(model_or_class, type) else type(model_or_class)
-    if not issubclass(cls, HeadSelectionModelMixin):
-        raise ValueError(
-            f"{cls.__name__} is not a head-selection model class (it does not mix in HeadSelectionModelMixin)"
-        )
+    if not is_head_selection_model_class(cls):
+        raise ValueError(f"{cls.__name__} is not a head-selection model class (its config is no head-selection config)")
     for base in cls.__mro__:
-        if issubclass(base, PreTrainedModel) and not issubclass(base, HeadSelectionModelMixin):
+        if issubclass(base, PreTrainedModel) and not is_head_selection_model_class(base):
             return base
     raise ValueError(f"{cls.__name__} extends no stock PreTrainedModel class")
 
 
 def attention_module_name(component: str, layer: int) -> str:
     """The module name of the attention of `component` in `layer`, e.g. `model.decoder.layers.1.encoder_attn`."""
-    stack = "encoder" if component == "encoder_self" else "decoder"
-    name = "encoder_attn" if component == "decoder_cross" else "self_attn"
-    return f"model.{stack}.layers.{layer}.{name}"
+    return f"model.{attention_path(component, layer)}"  # `model`: the base model prefix of both generation models
 
 
 def head_rows(heads: torch.LongTensor, head_dim: int) -> torch.LongTensor:
@@ -130,10 +137,7 @@ def resolve_export_tasks(
 def component_task_row(config, component: str, names: dict[str, str]) -> int:
     """The row of `phi` (task index of the component) for the side task names `names`."""
     sides = config.component_sides(component)
-    if len(sides) == 1:
-        return config.task_id(sides[0], names[sides[0]])
-    encoder, decoder = config.task_id("encoder", names["encoder"]), config.task_id("decoder", names["decoder"])
-    return encoder * len(config.decoder_tasks) + decoder
+    return config.routing_key(sides, {side: config.task_id(side, names[side]) for side in sides})
 
 
 def export_task_model(
@@ -156,7 +160,7 @@ def export_task_model(
     Returns:
         The stock model in evaluation mode, on `model`'s device and dtype, with a copy of its generation config.
     """
-    if not isinstance(model, HeadSelectionModelMixin):
+    if not is_head_selection_generation_model(model):
         raise ValueError(f"export_task_model needs a head-selection model, got {type(model).__name__}")
     config = model.config
     if getattr(config, "task_adapter_dim", 0):
@@ -198,7 +202,7 @@ def _load_stock(cls, stock_model_or_path) -> PreTrainedModel:
                 f"{cls.__name__}.from_pretrained)"
             )
         return stock_class.from_pretrained(stock_model_or_path)
-    if isinstance(stock_model_or_path, HeadSelectionModelMixin) or not isinstance(stock_model_or_path, stock_class):
+    if is_head_selection_model_class(type(stock_model_or_path)) or not isinstance(stock_model_or_path, stock_class):
         raise ValueError(
             f"from_stock needs a stock {stock_class.__name__} (or its path), got {type(stock_model_or_path).__name__}"
         )

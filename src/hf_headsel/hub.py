@@ -1,15 +1,13 @@
 # Copyright 2026 The hf-headsel authors. Licensed under the Apache License, Version 2.0.
-"""Publishing head-selection models: model cards, the remote-code files of a model folder, and Hub uploads.
+"""Publishing head-selection models: the one import point for model cards, model folders and Hub uploads.
 
-* [`write_model_card`]: renders `README.md` (metadata with a model-index of per-task WER / BLEU, languages, datasets,
-  tags, base model, license; the tasks, how to load with `task=`, the head-sharing tables and heatmap, the training
-  configuration) from the template in `model_cards/`.
-* [`prepare_model_folder`]: makes a saved head-selection folder self-contained for `trust_remote_code=True`: the
-  flat modules (modeling, configuration, `head_selection.py`, `conversion.py`, `pipeline_headsel.py`) and the
-  `custom_pipelines` entry of `config.json` that makes `pipeline("translation" | "automatic-speech-recognition",
-  model=..., trust_remote_code=True)` work.
-* [`push_to_hub`]: `HfApi.create_repo` + `HfApi.upload_folder` of such a folder (model, tokenizer / processor, card,
-  plots, remote code).
+* [`write_model_card`] (from `model_card.py`): renders `README.md` (metadata with a model-index of per-task
+  WER / BLEU, languages, datasets, tags, base model, license; the tasks, how to load with `task=`, the head-sharing
+  tables and heatmap, the training configuration) from the template in `model_cards/`.
+* [`prepare_model_folder`] (from `model_folder.py`): makes a saved head-selection folder self-contained for
+  `trust_remote_code=True`: the flat remote-code modules and the `custom_pipelines` entry of `config.json`.
+* [`push_to_hub`] (here): `HfApi.create_repo` + `HfApi.upload_folder` of such a folder (model, tokenizer /
+  processor, card, plots, remote code).
 
 Training scripts: after `trainer.save_model()` (and saving the tokenizer / processor), call
 `write_model_card(output_dir, model, metrics, ...)` (which also runs `prepare_model_folder`), then
@@ -19,29 +17,29 @@ with the Trainer's own card.
 
 from __future__ import annotations
 
-import json
 import logging
-import re
-import shutil
-import sys
-from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
 
-from huggingface_hub import EvalResult, HfApi, ModelCard, ModelCardData
+from huggingface_hub import HfApi
 
-from . import pipeline_headsel
-from .analysis import analyze_model
-from .conversion import HEAD_SELECTION_CONFIG_KEYS
-from .head_selection import SIDES, HeadSelectionModelMixin
+# Re-exported: `hf_headsel.hub` stays the one import point for publishing (and for imports written before the split).
+from .families import FAMILIES, HEADSEL_MODEL_TYPES, MARIAN, SPEECH2TEXT, Family, family_of
+from .model_card import (
+    MetricRecord,
+    collect_metrics,
+    config_rows,
+    eval_results,
+    head_sharing,
+    render_model_card,
+    results_table,
+    template_path,
+    training_rows,
+    write_model_card,
+)
+from .model_folder import PACKAGE_DIR, SHARED_REMOTE_CODE, prepare_model_folder, read_config, remote_code_files
 
 logger = logging.getLogger(__name__)
 
-PACKAGE_DIR = Path(__file__).resolve().parent
-TEMPLATE_NAME = "headsel_model_card_template.md"
-HEATMAP_NAME = "head_sharing.png"
-# Remote-code modules every head-selection folder carries, on top of its family's configuration and modeling modules.
-SHARED_REMOTE_CODE = ("head_selection.py", "conversion.py", "pipeline_headsel.py")
 # Files and folders of a training output folder that do not belong in a model repository.
 DEFAULT_IGNORE_PATTERNS = (
     "checkpoint-*",
@@ -54,525 +52,6 @@ DEFAULT_IGNORE_PATTERNS = (
     "scheduler.pt",
     "rng_state*.pth",
 )
-METRIC_NAMES = {"wer": "WER", "cer": "CER", "bleu": "BLEU", "chrf": "chrF"}
-_RELATIVE_IMPORT = re.compile(r"^\s*from\s+\.(\w+)\s+import", flags=re.MULTILINE)
-SPLIT_NAMES = {"eval": "validation", "validation": "validation", "test": "test", "predict": "test"}
-_METRIC_KEY = re.compile(
-    r"^(?:(?P<split>eval|validation|test|predict)_)?(?P<metric>wer|cer|bleu|chrf)(?:_(?P<task>.+))?$"
-)
-# Training arguments worth a line in the card (when a `TrainingArguments` object is given).
-TRAINING_KEYS = (
-    "learning_rate",
-    "lr_scheduler_type",
-    "warmup_steps",
-    "warmup_ratio",
-    "num_train_epochs",
-    "max_steps",
-    "per_device_train_batch_size",
-    "gradient_accumulation_steps",
-    "weight_decay",
-    "max_grad_norm",
-    "label_smoothing_factor",
-    "optim",
-    "fp16",
-    "bf16",
-    "seed",
-    "generation_num_beams",
-    "generation_max_length",
-)
-
-
-@dataclass(frozen=True)
-class FamilyInfo:
-    """What a card and a model folder need to know about a model family."""
-
-    stock_class: str
-    auto_class: str
-    preprocessor_class: str
-    preprocessor_name: str
-    pipeline_tag: str
-    doc_page: str
-    description: str
-    modules: tuple[str, ...] = ()  # the family's remote-code modules (head-selection families only)
-
-
-MARIAN = FamilyInfo(
-    stock_class="MarianMTModel",
-    auto_class="AutoModelForSeq2SeqLM",
-    preprocessor_class="AutoTokenizer",
-    preprocessor_name="tokenizer",
-    pipeline_tag=pipeline_headsel.TRANSLATION,
-    doc_page="marian",
-    description="text translation model (Marian)",
-    modules=("configuration_headsel_marian.py", "modeling_headsel_marian.py"),
-)
-SPEECH2TEXT = FamilyInfo(
-    stock_class="Speech2TextForConditionalGeneration",
-    auto_class="AutoModelForSpeechSeq2Seq",
-    preprocessor_class="AutoProcessor",
-    preprocessor_name="processor",
-    pipeline_tag=pipeline_headsel.SPEECH_RECOGNITION,
-    doc_page="speech_to_text",
-    description="speech recognition / speech translation model (Speech2Text)",
-    modules=("configuration_headsel_speech_to_text.py", "modeling_headsel_speech_to_text.py"),
-)
-# model_type -> family; the stock types are those of exported models.
-FAMILIES = {
-    "headsel_marian": MARIAN,
-    "headsel_speech_to_text": SPEECH2TEXT,
-    "marian": MARIAN,
-    "speech_to_text": SPEECH2TEXT,
-}
-HEADSEL_MODEL_TYPES = ("headsel_marian", "headsel_speech_to_text")
-
-STRATEGY_DESCRIPTIONS = {
-    "group": "the candidates are split into groups of H'/H; each task picks the best-scoring candidate of every group "
-    "(paper Eq. 6-7)",
-    "subset": "each task picks its H best-scoring candidates, used in ascending candidate order (paper Eq. 5)",
-    "task_specific": "task t owns candidates t*H .. t*H+H-1, nothing is learned (Blackwood et al., 2018, on heads)",
-}
-CROSS_KEY_DESCRIPTIONS = {
-    "decoder": "the decoder task (target-specific)",
-    "encoder": "the encoder task (source-specific)",
-    "pair": "the (encoder, decoder) pair: the direction (no zero-shot)",
-}
-
-
-def family_of(model_type: str) -> FamilyInfo:
-    """The [`FamilyInfo`] of a `model_type`; `ValueError` for a model type this package does not publish."""
-    if model_type not in FAMILIES:
-        raise ValueError(f"unsupported model_type {model_type!r}: expected one of {sorted(FAMILIES)}")
-    return FAMILIES[model_type]
-
-
-# --------------------------------------------------------------------------------------------------------------------
-# Metrics
-# --------------------------------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class MetricRecord:
-    """One score: `task` is a task or direction name, `"pooled"` (corpus-level) or `None` (the mean over tasks)."""
-
-    split: str
-    metric: str
-    task: str | None
-    value: float
-
-
-CONFIDENCE_SUFFIXES = ("_ci_low", "_ci_high")  # bootstrap interval bounds of a score, not scores of a task
-
-
-def collect_metrics(metrics: dict | None, default_split: str = "validation") -> list[MetricRecord]:
-    """The WER / CER / BLEU / chrF scores in `metrics`, in any of these shapes (other keys are ignored):
-
-    * Trainer metrics: `{"eval_bleu": 31.2, "eval_bleu_fr-en": 30.1, "eval_bleu_pooled": 31.0, "eval_loss": ...}`
-      (prefix `eval_` / `validation_` -> validation, `test_` / `predict_` -> test, none -> `default_split`);
-    * nested by split: `{"eval": {...Trainer metrics...}, "predict": {...}}`;
-    * nested by task: `{"fr": {"bleu": 30.1}, "it": {"bleu": 28.4}}`.
-
-    Confidence bounds (`eval_bleu_fr-en_ci_low`, `..._ci_high`) are not scores and are left out.
-    """
-    records = []
-    for key, value in (metrics or {}).items():
-        if isinstance(value, dict):
-            if key in SPLIT_NAMES:
-                records += collect_metrics(value, SPLIT_NAMES[key])
-            else:
-                records += [
-                    MetricRecord(r.split, r.metric, key, r.value) for r in collect_metrics(value, default_split)
-                ]
-            continue
-        match = _METRIC_KEY.match(key)
-        if key.endswith(CONFIDENCE_SUFFIXES) or match is None or not isinstance(value, (int, float)) or isinstance(value, bool):
-            continue
-        split = SPLIT_NAMES[match["split"]] if match["split"] else default_split
-        records.append(MetricRecord(split, match["metric"], match["task"], float(value)))
-    return records
-
-
-def _task_label(task: str | None) -> str:
-    if task is None:
-        return "mean over tasks"
-    return "all (pooled)" if task == "pooled" else task
-
-
-def eval_results(records: list[MetricRecord], dataset_name: str, dataset_id: str) -> list[EvalResult]:
-    """The model-index entries of `records`: one result per split and task (`dataset_config` = the task)."""
-    results = []
-    for record in records:
-        speech = record.metric in ("wer", "cer")
-        results.append(
-            EvalResult(
-                task_type=pipeline_headsel.SPEECH_RECOGNITION if speech else pipeline_headsel.TRANSLATION,
-                task_name="Speech Recognition" if speech else "Translation",
-                dataset_type=dataset_id,
-                dataset_name=dataset_name,
-                dataset_config=record.task if record.task not in (None, "pooled") else None,
-                dataset_split=record.split,
-                metric_type=record.metric,
-                metric_name=f"{METRIC_NAMES[record.metric]} ({_task_label(record.task)})",
-                metric_value=round(record.value, 4),
-            )
-        )
-    return results
-
-
-def results_table(records: list[MetricRecord]) -> tuple[list[str], list[dict]]:
-    """(metric names, rows `{split, task, cells}`) for the card's table; the mean and pooled rows come first."""
-    metrics = sorted({r.metric for r in records}, key=list(METRIC_NAMES).index)
-    cells = {(r.split, r.task, r.metric): r.value for r in records}
-    keys = sorted({(r.split, r.task) for r in records},
-                  key=lambda key: (key[0], key[1] is not None, key[1] != "pooled", key[1] or ""))
-    rows = [
-        {
-            "split": split,
-            "task": _task_label(task),
-            "cells": [f"{cells[(split, task, m)]:.2f}" if (split, task, m) in cells else "-" for m in metrics],
-        }
-        for split, task in keys
-    ]
-    return [METRIC_NAMES[m] for m in metrics], rows
-
-
-# --------------------------------------------------------------------------------------------------------------------
-# Model card
-# --------------------------------------------------------------------------------------------------------------------
-
-
-def template_path() -> Path:
-    """The card template: `model_cards/` of the source tree, else `<prefix>/share/hf_headsel/model_cards/`."""
-    candidates = [
-        PACKAGE_DIR.parents[1] / "model_cards" / TEMPLATE_NAME,
-        Path(sys.prefix) / "share" / "hf_headsel" / "model_cards" / TEMPLATE_NAME,
-    ]
-    for candidate in candidates:
-        if candidate.is_file():
-            return candidate
-    raise FileNotFoundError(f"model card template {TEMPLATE_NAME} not found in {[str(c) for c in candidates]}; "
-                            "pass template=")
-
-
-def head_sharing(model) -> list[dict]:
-    """Per selecting component: the fraction of heads every two tasks share, averaged over layers (the card's
-    tables; `hf_headsel.analysis` computes them)."""
-    tables = []
-    for component, result in analyze_model(model).items():
-        rows = [{"task": task, "cells": [f"{v:.2f}" for v in result.sharing[i]]} for i, task in enumerate(result.tasks)]
-        tables.append({"component": component, "tasks": result.tasks, "rows": rows})
-    return tables
-
-
-def _format_value(value: Any) -> str:
-    if isinstance(value, (list, tuple)):
-        return ", ".join(f"`{v}`" for v in value) if value else "-"
-    return f"`{value}`" if isinstance(value, str) else str(value)
-
-
-def config_rows(config) -> list[tuple[str, str]]:
-    """The architecture and head-selection settings shown in the card."""
-    keys = ["d_model", "encoder_layers", "decoder_layers", "encoder_attention_heads", "decoder_attention_heads",
-            "encoder_ffn_dim", "decoder_ffn_dim", "vocab_size"]
-    if getattr(config, "model_type", None) in HEADSEL_MODEL_TYPES:
-        keys += list(HEAD_SELECTION_CONFIG_KEYS)
-    return [(key, _format_value(getattr(config, key))) for key in keys if getattr(config, key, None) is not None]
-
-
-def training_rows(training_args) -> list[tuple[str, str]]:
-    """Rows for the training configuration: the main fields of a `TrainingArguments`, or every scalar of a dict."""
-    if training_args is None:
-        return []
-    if hasattr(training_args, "to_dict"):
-        values = training_args.to_dict()
-        items = [(key, values[key]) for key in TRAINING_KEYS if values.get(key) not in (None, "")]
-    else:
-        items = [(k, v) for k, v in dict(training_args).items() if isinstance(v, (str, int, float, bool, list, tuple))]
-    return [(key, _format_value(getattr(value, "value", value))) for key, value in items]
-
-
-def _languages(config, languages: list[str] | None) -> list[str] | None:
-    if languages is not None:
-        return list(languages) or None
-    if getattr(config, "task_type", None) != "lang":
-        return None
-    names = [t for t in [*config.encoder_tasks, *config.decoder_tasks] if t != "default"]
-    return list(dict.fromkeys(names)) or None
-
-
-def _copy_heatmap(heatmap_path, output_dir: Path) -> str | None:
-    """Copy the heatmap into the folder (unless already there) and return its path relative to the folder."""
-    if heatmap_path is None:
-        return None
-    source = Path(heatmap_path).resolve()
-    if not source.is_file():
-        raise ValueError(f"heatmap_path {str(heatmap_path)!r} is not a file")
-    try:
-        return source.relative_to(output_dir.resolve()).as_posix()
-    except ValueError:
-        shutil.copyfile(source, output_dir / HEATMAP_NAME)
-        return HEATMAP_NAME
-
-
-def _usage(family: FamilyInfo, config, example_task: str, exported: bool) -> dict[str, str]:
-    """The code lines of the card's examples."""
-    if family is MARIAN:
-        prepare = 'inputs = tokenizer(["The cat sat on the mat."], return_tensors="pt", padding=True)\n'
-        generate = "print(tokenizer.batch_decode(model.generate(**inputs{}), skip_special_tokens=True))"
-        pipe = 'print(pipe("The cat sat on the mat."{}))'
-    else:
-        prepare = ("# waveform: a 1-D float array sampled at 16 kHz\n"
-                   'inputs = processor(waveform, sampling_rate=16000, return_tensors="pt")\n')
-        generate = ('tokens = model.generate(inputs["input_features"], attention_mask=inputs["attention_mask"]{})\n'
-                    "print(processor.batch_decode(tokens, skip_special_tokens=True))")
-        pipe = 'print(pipe({{"raw": waveform, "sampling_rate": 16000}}{}))'
-    if exported:
-        return {"exported_usage": prepare + generate.format("")}
-    usage, pipeline_usage = prepare + generate.format(""), pipe.format("")
-    other = _other_task_example(config, example_task)
-    if other is not None:
-        side, name = other
-        usage += "\n# another task for this call (a name, or a LongTensor[batch] of task ids):\n"
-        usage += generate.format(f', {side}_task_ids="{name}"')
-        pipeline_usage += "\n" + pipe.format(f', task="{name}"')
-    return {"usage": usage, "pipeline_usage": pipeline_usage}
-
-
-def _other_task_example(config, example_task: str) -> tuple[str, str] | None:
-    for side in ("decoder", "encoder"):
-        others = [t for t in config.tasks(side) if t != example_task]
-        if others:
-            return side, others[0]
-    return None
-
-
-def _card_variables(model, family: FamilyInfo, exported_tasks: dict | None) -> dict:
-    """The template variables that describe the model itself."""
-    variables = {
-        "stock_class": family.stock_class, "doc_page": family.doc_page, "auto_class": family.auto_class,
-        "preprocessor_class": family.preprocessor_class, "preprocessor_name": family.preprocessor_name,
-        "pipeline_tag": family.pipeline_tag, "config_rows": config_rows(model.config),
-    }
-    if exported_tasks is not None:
-        return {**variables, **_exported_variables(model.config, family, exported_tasks)}
-    return {**variables, **_task_variables(model.config, family), "sharing": head_sharing(model)}
-
-
-def _exported_variables(config, family: FamilyInfo, exported_tasks: dict) -> dict:
-    return {
-        "exported": True,
-        "exported_tasks": dict(exported_tasks),
-        "exported_description": ", ".join(f"{side} task `{name}`" for side, name in exported_tasks.items()),
-        "heads_summary": f"{config.encoder_attention_heads} encoder / {config.decoder_attention_heads} decoder",
-        **_usage(family, config, "", exported=True),
-    }
-
-
-def _task_variables(config, family: FamilyInfo) -> dict:
-    example_task = config.default_decoder_task or config.default_encoder_task or config.decoder_tasks[0]
-    kind = "language" if config.task_type == "lang" else "domain"
-    routing = (
-        "The encoder is keyed by the source language and the decoder by the target language, so unseen directions "
-        "can be tried zero-shot." if kind == "language" else "Both sides are keyed by the domain."
-    )
-    return {
-        "exported": False,
-        "family_description": f"{'multilingual' if kind == 'language' else 'multi-domain'} {family.description}",
-        "task_kind": kind,
-        "task_type": config.task_type,
-        "task_routing": routing,
-        "encoder_tasks": _format_value(config.encoder_tasks),
-        "decoder_tasks": _format_value(config.decoder_tasks),
-        "default_encoder_task": config.default_encoder_task,
-        "default_decoder_task": config.default_decoder_task,
-        "strategy": config.head_selection_strategy,
-        "strategy_description": STRATEGY_DESCRIPTIONS[config.head_selection_strategy],
-        "components": config.head_selection_components or ["none (stock model)"],
-        "head_rows": [{"side": side, "heads": config.heads(side), "total": config.total_heads(side)} for side in SIDES],
-        "cross_key_description": CROSS_KEY_DESCRIPTIONS[config.cross_attention_task_key],
-        "example_task": example_task,
-        "pipeline_model_kwargs": json.dumps({f"{side}_task": example_task for side in SIDES
-                                             if example_task in config.tasks(side)}),
-        **_usage(family, config, example_task, exported=False),
-    }
-
-
-def render_model_card(
-    model,
-    metrics: dict | None = None,
-    *,
-    model_name: str | None = None,
-    repo_id: str | None = None,
-    dataset_name: str | None = None,
-    dataset_id: str | None = None,
-    base_model: str | None = None,
-    license: str = "apache-2.0",
-    languages: list[str] | None = None,
-    tags: list[str] | None = None,
-    heatmap: str | None = None,
-    training_args=None,
-    exported_tasks: dict[str, str] | None = None,
-    source_model: str | None = None,
-    template: str | Path | None = None,
-) -> ModelCard:
-    """The [`ModelCard`] of a head-selection model, or of a stock model exported from one (`exported_tasks`).
-
-    See [`write_model_card`] for the arguments; `heatmap` is a path relative to the model folder.
-    """
-    model_type = getattr(model.config, "model_type", None)
-    family = family_of(model_type)
-    headsel = isinstance(model, HeadSelectionModelMixin)
-    if headsel == (exported_tasks is not None):
-        raise ValueError("write_model_card renders a head-selection model (without exported_tasks) or a stock model "
-                         "exported from one (with exported_tasks={'encoder': ..., 'decoder': ...})")
-    model_name = model_name or (repo_id.split("/")[-1] if repo_id else f"{model_type}-model")
-    records = collect_metrics(metrics)
-    if exported_tasks is not None:  # an exported model has one task: its whole-model scores are that task's
-        label = "-".join(dict.fromkeys(exported_tasks.values()))
-        records = [replace(r, task=label) if r.task is None else r for r in records]
-    dataset_name = dataset_name or dataset_id or "custom"
-    tags = ["hf-headsel", "head-selection", family.doc_page, family.pipeline_tag, *(tags or [])]
-    if headsel:
-        tags += ["multilingual" if model.config.task_type == "lang" else "multi-domain", "custom_code"]
-    language_config = model.config if headsel else None
-    card_data = ModelCardData(
-        language=_languages(language_config, languages) if headsel else languages,
-        license=license,
-        library_name="transformers",
-        pipeline_tag=family.pipeline_tag,
-        tags=tags,
-        datasets=[dataset_id] if dataset_id else None,
-        base_model=base_model,
-        model_name=model_name,
-        eval_results=eval_results(records, dataset_name, dataset_id or "custom") or None,
-    )
-    metric_names, rows = results_table(records)
-    variables = _card_variables(model, family, exported_tasks)
-    return ModelCard.from_template(
-        card_data,
-        template_path=str(template or template_path()),
-        model_name=model_name,
-        model_id=repo_id or model_name,
-        results=rows,
-        metric_names=metric_names,
-        dataset_name=dataset_name if records else None,
-        heatmap=heatmap,
-        training_rows=training_rows(training_args),
-        source_model=f"`{source_model}`" if source_model else None,
-        **variables,
-    )
-
-
-def write_model_card(
-    output_dir: str | Path,
-    model,
-    metrics: dict | None = None,
-    *,
-    model_name: str | None = None,
-    repo_id: str | None = None,
-    dataset_name: str | None = None,
-    dataset_id: str | None = None,
-    base_model: str | None = None,
-    license: str = "apache-2.0",
-    languages: list[str] | None = None,
-    tags: list[str] | None = None,
-    heatmap_path: str | Path | None = None,
-    training_args=None,
-    exported_tasks: dict[str, str] | None = None,
-    source_model: str | None = None,
-    template: str | Path | None = None,
-) -> Path:
-    """Render the model card of `model` into `output_dir/README.md` and return that path.
-
-    Args:
-        output_dir: the model folder (created if needed).
-        model: the head-selection model (its config and `selected_heads()` fill the card), or a stock model exported
-            from one, together with `exported_tasks`.
-        metrics: scores for the model-index and the results table, e.g. the Trainer's
-            `{"eval_bleu": ..., "eval_bleu_fr-en": ...}`, `{"eval": {...}, "predict": {...}}` or
-            `{"fr": {"bleu": ...}}` (see [`collect_metrics`]). WER, CER, BLEU and chrF are recognised.
-        model_name / repo_id: the model-index name and the id shown in the examples (default: the repo name).
-        dataset_name / dataset_id: the evaluation dataset (a display name, and a Hub dataset id for the metadata).
-        base_model: the checkpoint it was upcycled or fine-tuned from.
-        license: an SPDX-like Hub license id.
-        languages: the card's languages (default: the task names of a `"lang"` model).
-        tags: extra tags.
-        heatmap_path: a PNG of the head sharing between tasks: copied into `output_dir` (as `head_sharing.png`)
-            unless it is already inside, and embedded.
-        training_args: a `TrainingArguments` (its main fields are listed) or a dict (every scalar is listed).
-        exported_tasks: for an exported stock model, `{side: task}` it was exported for.
-        source_model: for an exported model, the head-selection model it comes from.
-        template: a Jinja template to use instead of `model_cards/headsel_model_card_template.md`.
-
-    When `output_dir` already holds the saved head-selection model, it is also completed with
-    [`prepare_model_folder`] (remote code and `custom_pipelines`), since the card shows those pipelines.
-    """
-    output_dir = Path(output_dir)
-    output_dir.mkdir(parents=True, exist_ok=True)
-    card = render_model_card(
-        model, metrics, model_name=model_name, repo_id=repo_id, dataset_name=dataset_name, dataset_id=dataset_id,
-        base_model=base_model, license=license, languages=languages, tags=tags,
-        heatmap=_copy_heatmap(heatmap_path, output_dir), training_args=training_args,
-        exported_tasks=exported_tasks, source_model=source_model, template=template,
-    )
-    path = output_dir / "README.md"
-    path.write_text(str(card).rstrip("\n") + "\n", encoding="utf-8")
-    if (output_dir / "config.json").is_file():
-        prepare_model_folder(output_dir)  # the card shows the pipelines: make the folder serve them
-    return path
-
-
-# --------------------------------------------------------------------------------------------------------------------
-# Model folders and the Hub
-# --------------------------------------------------------------------------------------------------------------------
-
-
-def read_config(folder: str | Path) -> dict:
-    """The `config.json` of a model folder; `ValueError` if there is none."""
-    path = Path(folder) / "config.json"
-    if not path.is_file():
-        raise ValueError(f"{str(folder)!r} is not a saved model folder: it has no config.json")
-    return json.loads(path.read_text(encoding="utf-8"))
-
-
-def remote_code_files(modules: tuple[str, ...]) -> list[str]:
-    """`modules` and every package module they import with single-dot relative imports, recursively (the files
-    Transformers needs next to the model, found the way `transformers.dynamic_module_utils` finds them)."""
-    found, todo = [], list(modules)
-    while todo:
-        name = todo.pop(0)
-        if name in found:
-            continue
-        found.append(name)
-        source = (PACKAGE_DIR / name).read_text(encoding="utf-8")
-        todo += [f"{module}.py" for module in _RELATIVE_IMPORT.findall(source)]
-    return found
-
-
-def prepare_model_folder(folder: str | Path) -> list[str]:
-    """Make a saved head-selection folder complete for `trust_remote_code=True` loading and pipelines.
-
-    Copies the remote-code modules it lacks (the family's configuration and modeling modules, `conversion.py`,
-    `pipeline_headsel.py` and the modules they import, such as `head_selection.py`) from this package, and sets `custom_pipelines` in `config.json` (the
-    `translation` pipeline for Marian, `automatic-speech-recognition` for Speech2Text). A stock folder (an exported
-    model) is left as it is. Returns the names of the files it wrote.
-    """
-    folder = Path(folder)
-    config = read_config(folder)
-    model_type = config.get("model_type")
-    if model_type not in HEADSEL_MODEL_TYPES:
-        return []
-    family = family_of(model_type)
-    written = []
-    for name in remote_code_files((*family.modules, *SHARED_REMOTE_CODE)):
-        if not (folder / name).is_file():
-            shutil.copyfile(PACKAGE_DIR / name, folder / name)
-            written.append(name)
-    pipelines = pipeline_headsel.CUSTOM_PIPELINES[family.stock_class]
-    if config.get("custom_pipelines") != pipelines:
-        config["custom_pipelines"] = pipelines
-        (folder / "config.json").write_text(json.dumps(config, indent=2, sort_keys=True) + "\n", encoding="utf-8")
-        written.append("config.json")
-    return written
 
 
 def push_to_hub(
@@ -627,16 +106,28 @@ def push_to_hub(
         ignore_patterns=[*DEFAULT_IGNORE_PATTERNS, *(ignore_patterns or [])],
     )
 
-
 __all__ = [
     "DEFAULT_IGNORE_PATTERNS",
+    "FAMILIES",
+    "HEADSEL_MODEL_TYPES",
+    "MARIAN",
+    "PACKAGE_DIR",
+    "SHARED_REMOTE_CODE",
+    "SPEECH2TEXT",
+    "Family",
     "MetricRecord",
     "collect_metrics",
+    "config_rows",
     "eval_results",
+    "family_of",
     "head_sharing",
     "prepare_model_folder",
     "push_to_hub",
+    "read_config",
     "remote_code_files",
     "render_model_card",
+    "results_table",
+    "template_path",
+    "training_rows",
     "write_model_card",
 ]

@@ -1,7 +1,8 @@
 # Copyright 2026 The hf-headsel authors. Licensed under the Apache License, Version 2.0.
 """Head-selection Marian (text translation): the stock `MarianMTModel` with the shared head-selection core wired in.
 
-The mechanism lives in `head_selection.py`; this module only names the stock classes it extends.
+The mechanism lives in `modeling_head_selection.py` (and the modules it imports); this module only names the stock
+classes it extends.
 """
 
 import torch
@@ -13,13 +14,9 @@ from transformers.processing_utils import Unpack
 from transformers.utils import TransformersKwargs, can_return_tuple
 
 from .configuration_headsel_marian import HeadSelMarianConfig
-from .head_selection import (
-    HeadSelectionAttentionMixin,
-    HeadSelectionBaseModelMixin,
-    HeadSelectionModelMixin,
-    HeadSelSeq2SeqLMOutput,
-    first_tensor,
-)
+from .attention import HeadSelectionAttentionMixin
+from .modeling_head_selection import HeadSelectionBaseModelMixin, HeadSelectionModelMixin, HeadSelSeq2SeqLMOutput
+from .routing import first_tensor
 
 # Every Auto class the stock family is registered with, and its head-selection class (written to `auto_map`).
 AUTO_CLASSES = {"AutoModel": "HeadSelMarianModel", "AutoModelForSeq2SeqLM": "HeadSelMarianMTModel"}
@@ -82,7 +79,7 @@ class HeadSelMarianModel(HeadSelectionBaseModelMixin, MarianModel):
         r"""The stock forward, routed per example (`encoder_task_ids` / `decoder_task_ids` as in
         [`HeadSelMarianMTModel.forward`])."""
         reference = first_tensor(input_ids, inputs_embeds, encoder_outputs, decoder_input_ids, decoder_inputs_embeds)
-        routes = self.task_routes(encoder_task_ids, decoder_task_ids, reference.shape[0], reference.device)
+        routing = self.task_routes(encoder_task_ids, decoder_task_ids, reference.shape[0], reference.device)
         return super().forward(
             input_ids,
             attention_mask=attention_mask,
@@ -94,7 +91,7 @@ class HeadSelMarianModel(HeadSelectionBaseModelMixin, MarianModel):
             decoder_inputs_embeds=decoder_inputs_embeds,
             use_cache=use_cache,
             return_dict=True,  # the tuple, if asked for, is made by `can_return_tuple` above
-            **routes,
+            head_selection_routing=routing,
             **kwargs,
         )
 
@@ -160,7 +157,7 @@ class HeadSelMarianMTModel(HeadSelectionModelMixin, MarianMTModel):
         `return_dict=False`, the stock tuple with `head_selection_kl` appended (when `labels` are given).
         """
         reference = first_tensor(input_ids, inputs_embeds, encoder_outputs, decoder_input_ids, decoder_inputs_embeds)
-        routes = self.task_routes(encoder_task_ids, decoder_task_ids, reference.shape[0], reference.device)
+        routing = self.task_routes(encoder_task_ids, decoder_task_ids, reference.shape[0], reference.device)
         outputs = super().forward(
             input_ids,
             attention_mask=attention_mask,
@@ -173,10 +170,10 @@ class HeadSelMarianMTModel(HeadSelectionModelMixin, MarianMTModel):
             labels=labels,
             use_cache=use_cache,
             return_dict=True,  # the tuple, if asked for, is made by `can_return_tuple` above
-            **routes,
+            head_selection_routing=routing,
             **kwargs,
         )
-        return self.add_head_selection_kl(outputs, labels, routes)
+        return self.add_head_selection_kl(outputs, labels, routing)
 
 
 __all__ = ["HeadSelMarianAttention", "HeadSelMarianMTModel", "HeadSelMarianModel"]

@@ -2,7 +2,8 @@
 """Head-selection Speech2Text (ASR and speech translation): the stock `Speech2TextForConditionalGeneration` with
 the shared head-selection core wired in.
 
-The mechanism lives in `head_selection.py`; this module only names the stock classes it extends.
+The mechanism lives in `modeling_head_selection.py` (and the modules it imports); this module only names the stock
+classes it extends.
 """
 
 import torch
@@ -14,13 +15,9 @@ from transformers.processing_utils import Unpack
 from transformers.utils import TransformersKwargs, can_return_tuple
 
 from .configuration_headsel_speech_to_text import HeadSelSpeech2TextConfig
-from .head_selection import (
-    HeadSelectionAttentionMixin,
-    HeadSelectionBaseModelMixin,
-    HeadSelectionModelMixin,
-    HeadSelSeq2SeqLMOutput,
-    first_tensor,
-)
+from .attention import HeadSelectionAttentionMixin
+from .modeling_head_selection import HeadSelectionBaseModelMixin, HeadSelectionModelMixin, HeadSelSeq2SeqLMOutput
+from .routing import first_tensor
 
 # Every Auto class the stock family is registered with, and its head-selection class (written to `auto_map`).
 AUTO_CLASSES = {
@@ -86,7 +83,7 @@ class HeadSelSpeech2TextModel(HeadSelectionBaseModelMixin, Speech2TextModel):
         r"""The stock forward, routed per example (`encoder_task_ids` / `decoder_task_ids` as in
         [`HeadSelSpeech2TextForConditionalGeneration.forward`])."""
         reference = first_tensor(input_features, encoder_outputs, decoder_input_ids, decoder_inputs_embeds)
-        routes = self.task_routes(encoder_task_ids, decoder_task_ids, reference.shape[0], reference.device)
+        routing = self.task_routes(encoder_task_ids, decoder_task_ids, reference.shape[0], reference.device)
         return super().forward(
             input_features,
             attention_mask=attention_mask,
@@ -97,7 +94,7 @@ class HeadSelSpeech2TextModel(HeadSelectionBaseModelMixin, Speech2TextModel):
             decoder_inputs_embeds=decoder_inputs_embeds,
             use_cache=use_cache,
             return_dict=True,  # the tuple, if asked for, is made by `can_return_tuple` above
-            **routes,
+            head_selection_routing=routing,
             **kwargs,
         )
 
@@ -161,7 +158,7 @@ class HeadSelSpeech2TextForConditionalGeneration(HeadSelectionModelMixin, Speech
         `return_dict=False`, the stock tuple with `head_selection_kl` appended (when `labels` are given).
         """
         reference = first_tensor(input_features, encoder_outputs, decoder_input_ids, decoder_inputs_embeds, labels)
-        routes = self.task_routes(encoder_task_ids, decoder_task_ids, reference.shape[0], reference.device)
+        routing = self.task_routes(encoder_task_ids, decoder_task_ids, reference.shape[0], reference.device)
         outputs = super().forward(
             input_features,
             attention_mask=attention_mask,
@@ -173,10 +170,10 @@ class HeadSelSpeech2TextForConditionalGeneration(HeadSelectionModelMixin, Speech
             labels=labels,
             use_cache=use_cache,
             return_dict=True,  # the tuple, if asked for, is made by `can_return_tuple` above
-            **routes,
+            head_selection_routing=routing,
             **kwargs,
         )
-        return self.add_head_selection_kl(outputs, labels, routes)
+        return self.add_head_selection_kl(outputs, labels, routing)
 
 
 __all__ = ["HeadSelSpeech2TextAttention", "HeadSelSpeech2TextForConditionalGeneration", "HeadSelSpeech2TextModel"]

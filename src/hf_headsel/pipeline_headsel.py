@@ -3,7 +3,8 @@
 
 Transformers 5 removed the `translation` pipeline, and its `automatic-speech-recognition` pipeline recognises
 sequence-to-sequence models by their stock class names only. A model folder prepared by `hf_headsel.hub` lists these
-classes under `custom_pipelines` in its `config.json`, so that
+classes under `custom_pipelines` in its `config.json` (the entry each family's `hf_headsel.families.Family` makes),
+so that
 
 ```python
 from transformers import pipeline
@@ -23,7 +24,7 @@ default tasks apply. `model_kwargs` go to `from_pretrained`, whose `encoder_task
 defaults. Its `task=` keyword cannot be used there: `pipeline()` passes its own `task` to the model loader, and
 `model_kwargs={"task": ...}` fails with "got multiple values for keyword argument 'task'" (Transformers 5).
 
-Beside `transformers` it imports only `head_selection.py` (relatively, so it travels with the remote code).
+Beside `transformers` it imports only its sibling `routing.py` (relatively, so it travels with the remote code).
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ from typing import Any
 from transformers import Pipeline
 from transformers.pipelines.automatic_speech_recognition import AutomaticSpeechRecognitionPipeline
 
-from .head_selection import task_names
+from .routing import task_names
 
 TRANSLATION = "translation"
 SPEECH_RECOGNITION = "automatic-speech-recognition"
@@ -137,26 +138,7 @@ class HeadSelSpeechRecognitionPipeline(AutomaticSpeechRecognitionPipeline):
         return super()._sanitize_parameters(**kwargs)
 
 
-# `config.custom_pipelines` entries, per model family (keyed by the stock model class a head-selection class extends)
-CUSTOM_PIPELINES = {
-    "MarianMTModel": {
-        TRANSLATION: {
-            "impl": f"{__name__.rsplit('.', 1)[-1]}.HeadSelTranslationPipeline",
-            "pt": ["AutoModelForSeq2SeqLM"],
-            "type": "text",
-        }
-    },
-    "Speech2TextForConditionalGeneration": {
-        SPEECH_RECOGNITION: {
-            "impl": f"{__name__.rsplit('.', 1)[-1]}.HeadSelSpeechRecognitionPipeline",
-            "pt": ["AutoModelForSpeechSeq2Seq"],
-            "type": "audio",
-        }
-    },
-}
-
 __all__ = [
-    "CUSTOM_PIPELINES",
     "HeadSelSpeechRecognitionPipeline",
     "HeadSelTranslationPipeline",
     "task_generate_kwargs",

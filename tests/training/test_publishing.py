@@ -45,7 +45,7 @@ def test_training_writes_the_card_and_pushes_once_at_the_end(text_corpus, tmp_pa
     files = hub.commits[0]["files"]
     assert files["README.md"] == (out / "README.md").read_bytes()
     assert files["model.safetensors"] == (out / "model.safetensors").read_bytes()
-    assert {"head_selection.py", "modeling_headsel_marian.py", "tokenizer_config.json", "source.spm",
+    assert {"modeling_head_selection.py", "modeling_headsel_marian.py", "tokenizer_config.json", "source.spm",
             "analysis.json", "head_sharing_decoder_self.png", "head_load_encoder_self.png"} <= set(files)
     assert not [name for name in files if name.startswith("checkpoint-")]
     assert result.trainer.args.push_to_hub is False

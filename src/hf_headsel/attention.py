@@ -1,0 +1,317 @@
+# Copyright 2026 The hf-headsel authors. Licensed under the Apache License, Version 2.0.
+"""Attention: a stock attention layer with `H'` candidate heads, of which every example uses the `H` its task selects.
+
+[`HeadSelectionAttentionMixin`] is mixed in before a family's stock attention class (`MarianAttention`,
+`Speech2TextAttention`). Only the selected heads are projected, attended and cached; in evaluation the selected
+projection rows are sliced once per task, not once per decoding step.
+
+Copied next to saved models as remote code; imports only torch, transformers and its siblings `routing.py` and
+`selection.py`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from functools import partial
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from transformers.cache_utils import EncoderDecoderCache
+from transformers.modeling_flash_attention_utils import FlashAttentionKwargs
+from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
+from transformers.processing_utils import Unpack
+
+from .routing import LAYER_KWARGS, ROUTING_KWARG, Routing, TaskRoute, is_compiling, route_from_kwargs
+from .selection import HeadSelector
+
+MIXED_BATCH_PROJECTIONS = ("auto", "grouped", "gathered")
+#: The parts of the query/key/value projection a call needs: all three from one input (self-attention), or the
+#: queries and the keys/values from different inputs (cross-attention). Rows of the stacked q/k/v weights, in units
+#: of one projection's rows.
+PARTS = {"qkv": (0, 3), "q": (0, 1), "kv": (1, 3)}
+
+
+class HeadSelectionAttentionMixin:
+    """Turns a stock attention layer (`q_proj`, `k_proj`, `v_proj`, `out_proj`) into one with `H'` candidate heads.
+
+    Mixed in before the stock attention class, so output capture (`output_attentions=True`) still recognises it.
+    The query/key/value projections produce `H' * head_dim` features, candidate `h` owning rows
+    `h*head_dim .. (h+1)*head_dim - 1`. Each example projects only the `H` heads its task selects: the rows of the
+    three projections are gathered into one `[3 * H * head_dim, d_model]` matrix per task (once per task in
+    evaluation), so self-attention takes one matmul where the stock layer takes three. It attends with them like the
+    stock layer, and the output projection (`d_model x d_model`) sees them in slots `0 .. H-1`. The KV cache holds
+    only the selected heads.
+    """
+
+    eager_attention: Callable  # the stock family's eager attention function, set by the family module
+    #: How a batch that mixes tasks is projected (see [`_projector`]): `"grouped"` (one matmul per task present, on
+    #: its examples and its heads' rows: the stock model's work), `"gathered"` (one matmul over all `H'` candidates,
+    #: then each example gathers its heads), or `"auto"`: gathered on CUDA and for one-token decoding steps, grouped
+    #: otherwise. Set it on the class or on a layer; single-task batches always project only their selected heads.
+    mixed_batch_projection: str = "auto"
+
+    def enable_head_selection(self, component: str, layer: int, total_heads: int, selector: HeadSelector) -> None:
+        self.component, self.selection_layer, self.total_heads = component, layer, total_heads
+        bias = self.q_proj.bias is not None
+        width = total_heads * self.head_dim
+        self.q_proj = nn.Linear(self.embed_dim, width, bias=bias)
+        self.k_proj = nn.Linear(self.embed_dim, width, bias=bias)
+        self.v_proj = nn.Linear(self.embed_dim, width, bias=bias)
+        # A plain reference, not a submodule: `phi` is registered once, on the model.
+        self.__dict__["selector"] = selector
+        self.__dict__["_task_weights_cache"] = {}
+
+    def extra_repr(self) -> str:
+        return (
+            f"component={self.component}, layer={self.selection_layer}, heads={self.num_heads}, "
+            f"total_heads={self.total_heads}"
+        )
+
+    def _apply(self, fn, *args, **kwargs):
+        # `.to()`, `.half()`, `.cuda()`: the cached weight slices belong to the old tensors.
+        self._task_weights_cache.clear()
+        return super()._apply(fn, *args, **kwargs)
+
+    # ---- weights ----------------------------------------------------------------------------------------------
+
+    def _stacked_weights(self) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """The q, k and v weights (and biases) of all `H'` candidates stacked: `[3 * H' * head_dim, d_model]`."""
+        projections = (self.q_proj, self.k_proj, self.v_proj)
+        bias = None if self.q_proj.bias is None else torch.cat([p.bias for p in projections])
+        return torch.cat([p.weight for p in projections]), bias
+
+    def _task_weights(self, heads: torch.LongTensor) -> list[tuple[torch.Tensor, torch.Tensor | None]]:
+        """The stacked q/k/v weight and bias of each row of `heads` (`[tasks, H]`): `[3 * H * head_dim, d_model]`,
+        rows slot by slot. One gather for all the tasks, so training pays one scatter in the backward pass, not one
+        per task and projection."""
+        weight, bias = self._stacked_weights()
+        rows = (heads.to(weight.device)[:, None, :, None] * self.head_dim + self._row_offsets(weight.device))
+        rows = rows.flatten(1)  # [tasks, 3 * H * head_dim]
+
+        def take(tensor: torch.Tensor | None) -> list:
+            if tensor is None:
+                return [None] * len(heads)
+            if len(heads) == 1:
+                return [tensor.index_select(0, rows[0])]
+            return tensor.index_select(0, rows.flatten()).unflatten(0, rows.shape).unbind(0)
+
+        return list(zip(take(weight), take(bias)))
+
+    def _row_offsets(self, device: torch.device) -> torch.LongTensor:
+        """`[3, 1, head_dim]`: the row of dimension `d` of head `h` in projection `p` (q, k, v = 0, 1, 2) of the
+        stacked weights is `p * H' * head_dim + h * head_dim + d`; this holds `p * H' * head_dim + d`. Made once
+        per device."""
+        if is_compiling():  # traced: a few constant kernels, no module state written
+            projection = torch.arange(3, device=device)[:, None, None] * self.q_proj.out_features
+            return projection + torch.arange(self.head_dim, device=device)
+        offsets = self.__dict__.setdefault("_row_offsets_by_device", {})
+        if device not in offsets:
+            projection = torch.arange(3, device=device)[:, None, None] * self.q_proj.out_features
+            offsets[device] = projection + torch.arange(self.head_dim, device=device)
+        return offsets[device]
+
+    def _weights_state(self) -> tuple:
+        """What the cached weights depend on: each source tensor (by identity) and its in-place version counter."""
+        # Read through `_modules` / `_parameters`: this runs in every layer call, and `nn.Module.__getattr__` is slow.
+        modules = self._modules
+        projections = ("q_proj", "k_proj", "v_proj")
+        params = [modules[name]._parameters[kind] for name in projections for kind in ("weight", "bias")]
+        params.append(self.selector.logits)
+        return tuple((id(p), p._version) for p in params if p is not None)
+
+    def _eval_cached(self, key, compute: Callable[[], object]):
+        """`compute()` cached under `key` until the weights or `phi` change (evaluation without autograd only).
+
+        Recomputed when a projection weight or `phi` is replaced (`load_state_dict(assign=True)`) or changed in place
+        through autograd-visible ops (optimizer steps, `load_state_dict`, `copy_` under `no_grad`), and dropped when
+        the module moves (`.to()`) or switches between `train()` and `eval()`. Writes through `param.data` bypass
+        the version counters: call `model.clear_head_selection_cache()` after those.
+
+        Under torch.compile the value is computed in the graph instead: the `(id, _version)` guard is host-side
+        state that dynamo cannot trace, and a compiled graph must follow the weights without it.
+        """
+        if is_compiling():
+            return compute()
+        state = self._weights_state()
+        cached = self._task_weights_cache.get(key)
+        if cached is None or cached[0] != state:
+            # keep the source tensors alive with the entry, so that their ids cannot be reused by new tensors
+            sources = [p for p in self.parameters(recurse=True)] + [self.selector.logits]
+            cached = (state, compute(), sources)
+            self._task_weights_cache[key] = cached
+        return cached[1]
+
+    def clear_task_weights_cache(self) -> None:
+        self._task_weights_cache.clear()
+
+    def train(self, mode: bool = True):
+        self._task_weights_cache.clear()
+        return super().train(mode)
+
+    # ---- the choice of heads ----------------------------------------------------------------------------------
+
+    def _uses_eval_cache(self) -> bool:
+        return not (self.training or torch.is_grad_enabled())
+
+    def _layer_choice(self, routing: Routing | None, device: torch.device) -> tuple[torch.LongTensor, torch.Tensor | None]:
+        """The heads `[tasks, H]` of this layer and their gates (`None` when deterministic).
+
+        From the draw the model made for this forward pass (`routing.draws`, one Gumbel-sigmoid sample of all layers
+        in training); without one (a layer called directly), drawn here by the same rule. Cached in evaluation
+        without autograd.
+        """
+        if routing is not None and routing.draws is not None:
+            return routing.draws[self.component].layer(self.selection_layer)
+        if self._uses_eval_cache():
+            layer = self.selection_layer
+            return self._eval_cached("heads", lambda: self.selector.draw(False, 1.0, device).layer(layer))
+        draw = self.selector.draw(self.training, float(self.config.head_selection_temperature), device)
+        return draw.layer(self.selection_layer)
+
+    def _cached_task_weights(self, task: int, device: torch.device) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """The deterministic stacked q/k/v weight and bias of `task`, for evaluation without autograd."""
+        def compute():
+            heads = self._layer_choice(None, device)[0]
+            return self._task_weights(heads[task : task + 1])[0]
+
+        return self._eval_cached(task, compute)
+
+    # ---- projections ------------------------------------------------------------------------------------------
+
+    def _gathers_mixed_batches(self, states: torch.Tensor) -> bool:
+        mode = self.mixed_batch_projection
+        if mode not in MIXED_BATCH_PROJECTIONS:
+            raise ValueError(f"mixed_batch_projection must be one of {MIXED_BATCH_PROJECTIONS}, got {mode!r}")
+        # auto: where kernels are launch-bound (CUDA) or the batch is one decoding step, a fixed number of kernels
+        # beats one group of kernels per task; otherwise grouped does the stock model's arithmetic.
+        return mode == "gathered" or (mode == "auto" and (states.device.type == "cuda" or states.shape[-2] == 1))
+
+    def _projector(self, route: TaskRoute, states: torch.Tensor, routing: Routing | None):
+        """A function `project(x, part)` giving the selected heads' queries, keys and/or values of `x` (`part` in
+        [`PARTS`]), each `[batch, time, H, head_dim]`, and the gates (`[H]` or `[batch, H]`; `None` without
+        sampling).
+
+        A single-task batch (and, with `mixed_batch_projection="grouped"`, every batch) projects only the selected
+        heads' weight rows, one matmul per task present. `"gathered"` projects a mixed batch onto all `H'`
+        candidates and gathers each example's `H` heads: `H'/H` times the projection work, but a fixed number of
+        kernels and no loop over tasks, which is what counts where small kernels are launch-bound (CUDA).
+        """
+        # without autograd in evaluation, the choice and the weights come from the layer's cache
+        heads, gates = (None, None) if self._uses_eval_cache() else self._layer_choice(routing, states.device)
+        if gates is not None:  # one task's gates broadcast over the batch, else one row per example
+            gates = gates[route.single_task] if route.single_task is not None else gates[route.ids]
+        # a traced route (torch.compile) does not know which tasks it holds: each example gathers its heads
+        if route.single_task is None and (not route.layout_known or self._gathers_mixed_batches(states)):
+            return self._gathered_projector(route, heads, states.device), gates
+        weights = self._weights_by_task(route, heads, states.device)
+        return partial(self._project_grouped, route=route, weights=weights), gates
+
+    def _weights_by_task(self, route: TaskRoute, heads: torch.LongTensor | None, device: torch.device) -> Callable:
+        """task -> its stacked q/k/v weight and bias: from the cache (`heads=None`), or gathered for every task of
+        `route` at once from `heads` (`[tasks, H]`)."""
+        if heads is None:
+            return partial(self._cached_task_weights, device=device)
+        first = route.tasks[0]
+        present = heads[first : first + 1] if route.task_index is None else heads[route.task_index]
+        return dict(zip(route.tasks, self._task_weights(present))).__getitem__
+
+    def _gathered_projector(self, route: TaskRoute, heads: torch.LongTensor | None, device: torch.device):
+        """`project(x, part)` over all `H'` candidates, each example gathering its task's heads (`heads=None`: the
+        cached choice and stacked weights)."""
+        if heads is None:
+            heads = self._layer_choice(None, device)[0]
+            weight, bias = self._eval_cached("all", self._stacked_weights)
+        else:
+            weight, bias = self._stacked_weights()
+        return partial(self._project_gathered, weight=weight, bias=bias, example_heads=heads[route.ids])
+
+    def _part_rows(self, weight: torch.Tensor, bias: torch.Tensor | None, part: str, heads: int):
+        """The rows of `part` of a stacked q/k/v weight and bias holding `heads` heads per projection."""
+        if part == "qkv":  # all of them: a full-range slice would still cost a copy in the backward pass
+            return weight, bias
+        start, stop = (index * heads * self.head_dim for index in PARTS[part])
+        return weight[start:stop], None if bias is None else bias[start:stop]
+
+    def _project_grouped(self, x: torch.Tensor, part: str, route: TaskRoute, weights: Callable[[int], tuple]):
+        """`x @ W_task^T + b_task` on the rows of `part`, one matmul per task present in the batch."""
+        def project(task: int, examples: torch.Tensor) -> torch.Tensor:
+            return F.linear(examples, *self._part_rows(*weights(task), part, self.num_heads))
+
+        return route.per_task(x, project).unflatten(-1, (-1, self.num_heads, self.head_dim)).unbind(-3)
+
+    def _project_gathered(self, x: torch.Tensor, part: str, weight: torch.Tensor, bias: torch.Tensor | None,
+                          example_heads: torch.LongTensor):
+        """All `H'` candidates of `part`, then each example's heads `example_heads` (`[batch, H]`) gathered."""
+        candidates = F.linear(x, *self._part_rows(weight, bias, part, self.total_heads))
+        candidates = candidates.unflatten(-1, (-1, self.total_heads, self.head_dim))  # [batch, time, n, H', hd]
+        index = example_heads[:, None, None, :, None].expand(*candidates.shape[:3], -1, self.head_dim)
+        return candidates.gather(3, index).unbind(-3)
+
+    # ---- forward ----------------------------------------------------------------------------------------------
+
+    def forward(
+        self,
+        hidden_states: torch.Tensor,
+        key_value_states: torch.Tensor | None = None,
+        past_key_values=None,
+        attention_mask: torch.Tensor | None = None,
+        **kwargs: Unpack[FlashAttentionKwargs],
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """Input shape: Batch x Time x Channel. Mirrors the stock attention, heads chosen per example."""
+        route = route_from_kwargs(self.config, self.config.component_sides(self.component), kwargs, hidden_states)
+        project, gates = self._projector(route, hidden_states, kwargs.get(ROUTING_KWARG))
+        kwargs = {key: value for key, value in kwargs.items() if key not in LAYER_KWARGS}
+
+        is_cross_attention = key_value_states is not None
+        key_states = value_states = None
+        if is_cross_attention:
+            (query_states,) = project(hidden_states, "q")
+        else:  # queries, keys and values in one matmul
+            query_states, key_states, value_states = project(hidden_states, "qkv")
+        query_states = query_states.transpose(1, 2)
+
+        is_updated = False
+        if past_key_values is not None:
+            if isinstance(past_key_values, EncoderDecoderCache):
+                is_updated = past_key_values.is_updated.get(self.layer_idx)
+                if is_cross_attention:
+                    curr_past_key_values = past_key_values.cross_attention_cache
+                else:
+                    curr_past_key_values = past_key_values.self_attention_cache
+            else:
+                curr_past_key_values = past_key_values
+
+        if is_cross_attention and past_key_values is not None and is_updated:
+            key_states = curr_past_key_values.layers[self.layer_idx].keys
+            value_states = curr_past_key_values.layers[self.layer_idx].values
+        else:
+            if is_cross_attention:
+                key_states, value_states = project(key_value_states, "kv")
+            key_states, value_states = key_states.transpose(1, 2), value_states.transpose(1, 2)
+            if past_key_values is not None:
+                key_states, value_states = curr_past_key_values.update(key_states, value_states, self.layer_idx)
+                if is_cross_attention and isinstance(past_key_values, EncoderDecoderCache):
+                    past_key_values.is_updated[self.layer_idx] = True
+
+        attention_interface: Callable = ALL_ATTENTION_FUNCTIONS.get_interface(
+            self.config._attn_implementation, type(self).eager_attention
+        )
+        attn_output, attn_weights = attention_interface(
+            self,
+            query_states,
+            key_states,
+            value_states,
+            attention_mask,
+            dropout=0.0 if not self.training else self.dropout,
+            scaling=self.scaling,
+            **kwargs,
+        )
+        if gates is not None:  # [batch, time, H, head_dim] * [batch or 1, 1, H, 1]
+            attn_output = attn_output * gates[..., None, :, None].to(attn_output.dtype)
+        attn_output = attn_output.reshape(*hidden_states.shape[:-1], -1).contiguous()
+        attn_output = self.out_proj(attn_output)
+        return attn_output, attn_weights
+
+
+__all__ = ["MIXED_BATCH_PROJECTIONS", "HeadSelectionAttentionMixin"]

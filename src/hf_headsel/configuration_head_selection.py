@@ -1,0 +1,270 @@
+# Copyright 2026 The hf-headsel authors. Licensed under the Apache License, Version 2.0.
+"""The head-selection configuration shared by every model family: its keywords, their validation, and the facts
+derived from them (tasks, heads and routing keys of each side and component).
+
+* [`HeadSelectionConfigMixin`]: the keywords, mixed into a stock config dataclass (`MarianConfig`,
+  `Speech2TextConfig`) by each family's configuration module.
+* The vocabulary of the method: [`COMPONENTS`], [`STRATEGIES`], [`SIDES`], and [`component_side`], the side whose
+  layers hold a component.
+
+Copied next to saved models as remote code; imports only the standard library.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+import typing
+from dataclasses import Field, dataclass, field, fields
+
+COMPONENTS = ("encoder_self", "decoder_self", "decoder_cross")
+STRATEGIES = ("group", "subset", "task_specific")
+TASK_TYPES = ("lang", "domain")
+CROSS_ATTENTION_TASK_KEYS = ("decoder", "encoder", "pair")
+SIDES = ("encoder", "decoder")
+ADAPTER_KEYS = ("direction", "task")
+
+
+# The attribute of a stock encoder / decoder layer that holds each component's attention.
+ATTENTION_ATTRIBUTES = {"encoder_self": "self_attn", "decoder_self": "self_attn", "decoder_cross": "encoder_attn"}
+
+
+def component_side(component: str) -> str:
+    """The side whose layers hold a component: `"encoder"` for `encoder_self`, else `"decoder"`."""
+    return "encoder" if component == "encoder_self" else "decoder"
+
+
+def attention_path(component: str, layer: int) -> str:
+    """The path of the attention of `component` in `layer` below the base model (`model.base_model`), e.g.
+    `decoder.layers.1.encoder_attn`: the same in every family, whose stock layers name their attention alike."""
+    return f"{component_side(component)}.layers.{layer}.{ATTENTION_ATTRIBUTES[component]}"
+
+
+KEYWORD_ROLES = ("tasks", "structure", "runtime", "default")
+
+
+def _keyword(default, help: str, role: str, *, choices: Sequence[str] | None = None, minimum: float | None = None,
+             above: float | None = None):
+    """A head-selection config keyword: a dataclass field whose metadata holds its help text, its role (see
+    [`KEYWORD_ROLES`]) and the rules `__post_init__` checks (`choices`; `minimum`: value >= it; `above`: value > it)."""
+    metadata = {"help": help, "role": role, "choices": None if choices is None else tuple(choices), "minimum": minimum,
+                "above": above}
+    return field(default=default, metadata=metadata)
+
+
+@dataclass(repr=False)
+class HeadSelectionConfigMixin:
+    """Head-selection keywords shared by every head-selection config (mixed into a stock config dataclass).
+
+    Every keyword is a field below, documented by its `help` (also readable as [`head_selection_keywords`]); its
+    role says what it decides: `"tasks"` (the task lists), `"structure"` (the shape of the model: a trained
+    checkpoint keeps it), `"runtime"` (may change between runs) or `"default"` (the default tasks, also set by
+    `from_pretrained(..., task=...)`). `encoder_attention_heads` / `decoder_attention_heads` keep their stock
+    meaning: the `H` heads one task uses. Invalid values and combinations raise `ValueError` at creation.
+    """
+
+    encoder_tasks: list[str] | None = _keyword(
+        None, "Ordered encoder task names (default [\"default\"]): the source languages in the lang setting, the "
+        "domains in the domain setting.", "tasks")
+    decoder_tasks: list[str] | None = _keyword(
+        None, "Ordered decoder task names (default [\"default\"]): the target languages in the lang setting, the "
+        "domains in the domain setting.", "tasks")
+    task_type: str = _keyword(
+        "lang", "lang: the encoder is keyed by the source language and the decoder by the target language (zero-shot "
+        "directions possible); domain: both sides are keyed by the domain.", "structure", choices=TASK_TYPES)
+    head_selection_strategy: str = _keyword(
+        "group", "group (paper Eq. 6-7), subset (Eq. 5) or task_specific (Blackwood et al., 2018: task t owns "
+        "candidates t*H .. t*H+H-1).", "structure", choices=STRATEGIES)
+    head_selection_components: list[str] | None = _keyword(
+        None, "The attention components that select heads, among encoder_self, decoder_self and decoder_cross "
+        "(default: both self-attentions, as in the paper).", "structure", choices=COMPONENTS)
+    total_encoder_attention_heads: int | None = _keyword(
+        None, "H' of the encoder, the candidate pool (default 2H; tasks x H for task_specific).", "structure")
+    total_decoder_attention_heads: int | None = _keyword(
+        None, "H' of the decoder, the candidate pool (default 2H; tasks x H for task_specific).", "structure")
+    head_selection_temperature: float | int = _keyword(
+        5.0, "Gumbel-sigmoid temperature tau (default 5.0).", "runtime", above=0)
+    head_selection_kl_weight: float | int = _keyword(
+        0.0, "Weight of the KL(q || prior) term added to the loss (default 0.0; the KL is reported anyway).",
+        "runtime", minimum=0)
+    default_encoder_task: str | None = _keyword(
+        None, "Encoder task used when no encoder_task_ids are given.", "default")
+    default_decoder_task: str | None = _keyword(
+        None, "Decoder task used when no decoder_task_ids are given.", "default")
+    cross_attention_task_key: str = _keyword(
+        "decoder", "Which task keys the cross-attention selection: decoder (target-specific), encoder "
+        "(source-specific) or pair (the direction, no zero-shot).", "structure", choices=CROSS_ATTENTION_TASK_KEYS)
+    task_adapter_dim: int = _keyword(
+        0, "Bottleneck of the per-task adapters after every encoder and decoder layer (Bapna and Firat, 2019; 256 "
+        "in Gong et al.); 0: no adapters.", "structure", minimum=0)
+    task_adapter_key: str = _keyword(
+        "direction", "Adapters per direction (one per encoder task x decoder task: the multilingual setting) or per "
+        "task (encoder adapters by encoder task, decoder adapters by decoder task: the multi-domain setting).",
+        "structure", choices=ADAPTER_KEYS)
+
+    def __post_init__(self, **kwargs):
+        super().__post_init__(**kwargs)
+        self.encoder_tasks = _task_list(self.encoder_tasks, "encoder_tasks")
+        self.decoder_tasks = _task_list(self.decoder_tasks, "decoder_tasks")
+        if self.head_selection_components is None:
+            self.head_selection_components = ["encoder_self", "decoder_self"]
+        self.head_selection_components = list(self.head_selection_components)
+        if len(set(self.head_selection_components)) != len(self.head_selection_components):
+            raise ValueError(f"head_selection_components lists a component twice: {self.head_selection_components}")
+        for keyword in fields(HeadSelectionConfigMixin):  # the rules each keyword's metadata states
+            _check_rules(keyword, getattr(self, keyword.name))
+        for side in SIDES:
+            default = getattr(self, f"default_{side}_task")
+            if default is not None and default not in self.tasks(side):
+                raise ValueError(
+                    f"default_{side}_task={default!r} is not one of the {side} tasks {self.tasks(side)}"
+                )
+            self._set_total_heads(side)
+
+    def _set_total_heads(self, side: str) -> None:
+        """Fill in the default `H'` of a side and check the rules of the strategy."""
+        name = f"total_{side}_attention_heads"
+        heads = self.heads(side)
+        components = [c for c in self.head_selection_components if c.startswith(side)]
+        strategy = self.head_selection_strategy
+        if getattr(self, name) is None:
+            if strategy == "task_specific" and components:
+                setattr(self, name, self.num_tasks(components[0]) * heads)
+            else:
+                setattr(self, name, 2 * heads)
+        total = getattr(self, name)
+        if total < heads:
+            raise ValueError(f"{name}={total} must be >= {side}_attention_heads={heads} (H' >= H)")
+        if strategy == "group" and total % heads:
+            raise ValueError(
+                f"the group strategy needs {name}={total} to be a multiple of {side}_attention_heads={heads}"
+            )
+        for component in components:
+            if strategy == "task_specific" and total != self.num_tasks(component) * heads:
+                raise ValueError(
+                    f"the task_specific strategy needs {name} = tasks x heads = {self.num_tasks(component)} x "
+                    f"{heads} = {self.num_tasks(component) * heads} for {component}, got {total}"
+                )
+
+    # ---- facts derived from the keywords ----------------------------------------------------------------------
+
+    def tasks(self, side: str) -> list[str]:
+        """The task names of `side` (`"encoder"` or `"decoder"`)."""
+        return self.encoder_tasks if side == "encoder" else self.decoder_tasks
+
+    def heads(self, side: str) -> int:
+        """`H`, the heads one task uses on `side`."""
+        return self.encoder_attention_heads if side == "encoder" else self.decoder_attention_heads
+
+    def total_heads(self, side: str) -> int:
+        """`H'`, the candidate heads of a selecting attention layer on `side`."""
+        return getattr(self, f"total_{side}_attention_heads")
+
+    def component_sides(self, component: str) -> tuple[str, ...]:
+        """The sides whose task ids key a component: one side, or both for a cross-attention keyed by pair."""
+        if component == "encoder_self":
+            return ("encoder",)
+        if component == "decoder_cross" and self.cross_attention_task_key == "encoder":
+            return ("encoder",)
+        if component == "decoder_cross" and self.cross_attention_task_key == "pair":
+            return ("encoder", "decoder")
+        return ("decoder",)
+
+    def adapter_sides(self, side: str) -> tuple[str, ...]:
+        """The sides whose task ids key the adapters of `side`'s layers: both for a direction, else `side`."""
+        return SIDES if self.task_adapter_key == "direction" else (side,)
+
+    def num_tasks(self, component: str) -> int:
+        """The number of tasks (rows of `phi`) of a component."""
+        return self.num_keys(self.component_sides(component))
+
+    def num_keys(self, sides: Sequence[str]) -> int:
+        """The number of routing keys made of the tasks of `sides` (a pair key counts every combination)."""
+        keys = 1
+        for side in sides:  # a loop, not math.prod over a generator: torch.compile traces this in the adapters
+            keys *= len(self.tasks(side))
+        return keys
+
+    def routing_key(self, sides: Sequence[str], task_ids: dict):
+        """The routing key (the row of `phi`, or the adapter) of the task ids `{side: id}` for something keyed by
+        `sides`: that side's id, or for both sides the pair key `encoder * len(decoder_tasks) + decoder` (pairs
+        numbered encoder-major; [`num_keys`] counts them). Ids may be ints or tensors of ids."""
+        if len(sides) == 1:
+            return task_ids[sides[0]]
+        return task_ids["encoder"] * len(self.decoder_tasks) + task_ids["decoder"]
+
+    def num_layers(self, component: str) -> int:
+        return self.encoder_layers if component == "encoder_self" else self.decoder_layers
+
+    def task_id(self, side: str, name: str) -> int:
+        """The index of task `name` on `side`; a `ValueError` lists the known tasks."""
+        tasks = self.tasks(side)
+        if name not in tasks:
+            raise ValueError(f"unknown {side} task {name!r}; the {side} tasks are {tasks}")
+        return tasks.index(name)
+
+
+def _task_list(tasks: Sequence[str] | None, name: str) -> list[str]:
+    tasks = ["default"] if tasks is None else list(tasks)
+    if not tasks or not all(isinstance(t, str) and t for t in tasks):
+        raise ValueError(f"{name} must be a non-empty list of non-empty strings, got {tasks}")
+    if len(set(tasks)) != len(tasks):
+        raise ValueError(f"{name} lists a task twice: {tasks}")
+    return tasks
+
+
+def _check_rules(keyword: Field, value) -> None:
+    """Check `value` against the rules in `keyword`'s metadata (`None`: not set, nothing to check)."""
+    name, rules = keyword.name, keyword.metadata
+    if value is None:
+        return
+    for item in value if isinstance(value, list) else [value]:
+        if rules["choices"] is not None and item not in rules["choices"]:
+            raise ValueError(f"{name} must be one of {list(rules['choices'])}, got {item!r}")
+    if rules["minimum"] is not None and value < rules["minimum"]:
+        raise ValueError(f"{name} must be >= {rules['minimum']}, got {value}")
+    if rules["above"] is not None and value <= rules["above"]:
+        raise ValueError(f"{name} must be > {rules['above']}, got {value}")
+
+
+@dataclass(frozen=True)
+class KeywordSpec:
+    """One head-selection config keyword, as its field in [`HeadSelectionConfigMixin`] defines it: what a command
+    line, a model card or a converter needs to know about it."""
+
+    name: str
+    type: object  # the resolved annotation, e.g. `list[str] | None`
+    default: object
+    help: str
+    role: str  # one of KEYWORD_ROLES
+    choices: tuple[str, ...] | None  # allowed values (of every item, for a list)
+
+
+def head_selection_keywords(*roles: str) -> tuple[KeywordSpec, ...]:
+    """The head-selection config keywords in definition order (only those of `roles`, if given)."""
+    unknown = set(roles) - set(KEYWORD_ROLES)
+    if unknown:
+        raise ValueError(f"unknown keyword roles {sorted(unknown)}: expected some of {list(KEYWORD_ROLES)}")
+    types = typing.get_type_hints(HeadSelectionConfigMixin)
+    return tuple(
+        KeywordSpec(f.name, types[f.name], f.default, f.metadata["help"], f.metadata["role"], f.metadata["choices"])
+        for f in fields(HeadSelectionConfigMixin)
+        if not roles or f.metadata["role"] in roles
+    )
+
+
+# Every config keyword the head-selection mixin adds on top of the stock config, in definition order.
+HEAD_SELECTION_CONFIG_KEYS = tuple(keyword.name for keyword in fields(HeadSelectionConfigMixin))
+
+
+__all__ = [
+    "COMPONENTS",
+    "HEAD_SELECTION_CONFIG_KEYS",
+    "KEYWORD_ROLES",
+    "KeywordSpec",
+    "head_selection_keywords",
+    "SIDES",
+    "STRATEGIES",
+    "attention_path",
+    "HeadSelectionConfigMixin",
+    "component_side",
+]

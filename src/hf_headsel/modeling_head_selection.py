@@ -1,0 +1,298 @@
+# Copyright 2026 The hf-headsel authors. Licensed under the Apache License, Version 2.0.
+"""Modeling: what a head-selection model adds to a stock encoder-decoder model, shared by every family.
+
+* [`HeadSelectionBaseModelMixin`]: installs the selectors and the head-selection attention layers (and the task
+  adapters), routes a forward pass, sets default tasks, computes the KL and `selected_heads()`. Mixed into the base
+  models (`MarianModel`, `Speech2TextModel`).
+* [`HeadSelectionModelMixin`]: adds generation, the KL in the loss, task export and upcycling for the
+  `...ForConditionalGeneration` classes.
+* [`HeadSelSeq2SeqLMOutput`]: the stock output plus `head_selection_kl`.
+
+Each family's modeling module only names the stock classes it extends. Copied next to saved models as remote code;
+imports only torch, transformers and its sibling modules (`adapters`, `attention`, `configuration_head_selection`,
+`conversion`, `routing`, `selection`).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+import torch
+from transformers import initialization as init
+from transformers.modeling_outputs import Seq2SeqLMOutput
+
+from .adapters import TaskAdapters
+from .attention import HeadSelectionAttentionMixin
+from .configuration_head_selection import HeadSelectionConfigMixin, attention_path
+from .conversion import export_task_model, from_stock
+from .routing import Routing, TaskRoute, is_compiling, route_from_kwargs, task_names, task_route
+from .selection import LOGIT_INIT_RANGE, ComponentSelectors, HeadSelector
+
+
+@dataclass
+class HeadSelSeq2SeqLMOutput(Seq2SeqLMOutput):
+    """[`Seq2SeqLMOutput`] plus `head_selection_kl`: the token-weighted KL of the batch (computed when `labels` are
+    given), already added to `loss` with weight `config.head_selection_kl_weight`.
+
+    With `return_dict=False` the model returns `to_tuple()` of this output: the stock model's tuple (the fields that
+    are not `None`, in order), then `head_selection_kl` as the last element when `labels` were given."""
+
+    head_selection_kl: torch.FloatTensor | None = None
+
+
+class HeadSelectionBaseModelMixin:
+    """Routing, default tasks, the KL term and `selected_heads()` for a stock encoder-decoder model, with or without
+    its language-model head.
+
+    Mixed in before the stock base model class (`MarianModel`, `Speech2TextModel`); [`HeadSelectionModelMixin`]
+    adds generation for the `...ForConditionalGeneration` classes. The family module calls
+    [`~HeadSelectionBaseModelMixin.install_head_selection`] at the end of `__init__` and routes its `forward`
+    through [`~HeadSelectionBaseModelMixin.task_routes`].
+
+    The selectors live at the top of either model (`head_selection.<component>.logits`), not under the base model
+    prefix: Transformers loads keys that match as they are, so a checkpoint of either class loads into the other
+    with its selectors.
+    """
+
+    attention_class: type  # the family's head-selection attention class
+    #: `{Auto class name: model class name}` of the family, written to `config.auto_map` by `save_pretrained` so
+    #: that every Auto class the stock family supports loads the saved model with `trust_remote_code=True`.
+    head_selection_auto_classes: dict[str, str] = {}
+
+    def install_head_selection(self) -> None:
+        """Add the selectors and swap the attention of every selecting component for a head-selection one."""
+        config = self.config
+        self.head_selection = ComponentSelectors(config)
+        base = self.base_model  # the model itself for the base model classes
+        for component, selector in self.head_selection.items():
+            for index in range(selector.num_layers):
+                layer_path, name = attention_path(component, index).rsplit(".", 1)
+                layer = base.get_submodule(layer_path)
+                stock = getattr(layer, name)
+                attention = self.attention_class(
+                    embed_dim=stock.embed_dim,
+                    num_heads=stock.num_heads,
+                    dropout=stock.dropout,
+                    is_decoder=stock.is_decoder,
+                    bias=stock.q_proj.bias is not None,
+                    is_causal=stock.is_causal,
+                    config=config,
+                    layer_idx=index if stock.layer_idx is None else stock.layer_idx,
+                )
+                attention.enable_head_selection(component, index, selector.total_heads, selector)
+                setattr(layer, name, attention)
+        if config.task_adapter_dim:
+            self._install_task_adapters()
+        self.post_init()  # initialises only the new modules: the stock ones are marked initialised already
+
+    def _install_task_adapters(self) -> None:
+        """A [`TaskAdapters`] after every encoder and decoder layer (`layer.task_adapter`), applied by a forward
+        hook that reads the task ids from the layer's keyword arguments."""
+        config, base = self.config, self.base_model
+        for side, layers in (("encoder", base.encoder.layers), ("decoder", base.decoder.layers)):
+            sides = config.adapter_sides(side)
+            for layer in layers:
+                layer.task_adapter = TaskAdapters(config.num_keys(sides), config.d_model, config.task_adapter_dim)
+                layer.register_forward_hook(_adapter_hook(config, sides), with_kwargs=True)
+
+    def initialize_weights(self):
+        super().initialize_weights()
+        # The stock encoder and decoder are sub-models that initialise their own children with their own
+        # `_init_weights`, which knows nothing of adapters: initialise those here (loaded tensors are skipped).
+        for module in self.modules():
+            if isinstance(module, TaskAdapters):
+                self._init_weights(module)
+                for parameter in module.parameters():
+                    parameter._is_hf_initialized = True
+
+    def _init_weights(self, module):
+        super()._init_weights(module)
+        if isinstance(module, HeadSelector) and module.logits is not None:
+            init.uniform_(module.logits, *LOGIT_INIT_RANGE)
+        if isinstance(module, TaskAdapters):  # up-projections at zero: fresh adapters change nothing
+            init.ones_(module.layer_norm_weight)
+            init.zeros_(module.layer_norm_bias)
+            init.normal_(module.down_weight, std=self.config.init_std)
+            init.zeros_(module.down_bias)
+            init.zeros_(module.up_weight)
+            init.zeros_(module.up_bias)
+
+    # ---- tasks ------------------------------------------------------------------------------------------------
+
+    @classmethod
+    def from_pretrained(cls, *args, task: str | None = None, encoder_task: str | None = None,
+                        decoder_task: str | None = None, **kwargs):
+        """`PreTrainedModel.from_pretrained`, plus default tasks: see [`~HeadSelectionModelMixin.set_default_task`]."""
+        model = super().from_pretrained(*args, **kwargs)
+        if task is not None or encoder_task is not None or decoder_task is not None:
+            model.set_default_task(task, encoder_task=encoder_task, decoder_task=decoder_task)
+        return model
+
+    def set_default_task(self, task: str | None = None, *, encoder_task: str | None = None,
+                         decoder_task: str | None = None) -> None:
+        """Set the tasks used when no `encoder_task_ids` / `decoder_task_ids` are given.
+
+        `task` becomes the default of every side that knows it (a name known on neither side is an error);
+        `encoder_task` / `decoder_task` set one side explicitly and take precedence.
+        """
+        for side, name in task_names(self.config, task, encoder_task, decoder_task).items():
+            setattr(self.config, f"default_{side}_task", name)
+
+    def save_pretrained(self, save_directory: str | os.PathLike, *args, **kwargs):
+        """`PreTrainedModel.save_pretrained`; with remote code (the classes registered for an Auto class, as
+        importing `hf_headsel` does), `config.auto_map` names every model class of the family, so that `AutoModel`
+        and the family's generation Auto class both load the folder, as they load a stock checkpoint."""
+        if self._auto_class is not None and self.head_selection_auto_classes:
+            module = type(self).__module__.split(".")[-1]  # the flat module name the saved file will have
+            auto_map = dict(getattr(self.config, "auto_map", None) or {})
+            auto_map.update({auto: f"{module}.{name}" for auto, name in self.head_selection_auto_classes.items()})
+            self.config.auto_map = auto_map
+        return super().save_pretrained(save_directory, *args, **kwargs)
+
+    def clear_head_selection_cache(self) -> None:
+        """Drop the per-task weight slices cached for evaluation (needed only after writes through `param.data`)."""
+        for module in self.modules():
+            if isinstance(module, HeadSelectionAttentionMixin):
+                module.clear_task_weights_cache()
+
+    def selected_heads(self) -> dict[str, torch.LongTensor]:
+        """The deterministic choice: `{component: LongTensor[tasks, layers, H]}`, candidates listed slot by slot."""
+        return {component: selector.selected_heads() for component, selector in self.head_selection.items()}
+
+    # ---- forward helpers --------------------------------------------------------------------------------------
+
+    def task_routes(self, encoder_task_ids, decoder_task_ids, batch_size: int, device: torch.device) -> Routing:
+        """The [`Routing`] of a forward pass, handed to the layers as `head_selection_routing`: the ids of both
+        sides, validated once, and (unless evaluating without autograd, where the layers cache their choice) the
+        [`HeadDraw`] of every component: one Gumbel-sigmoid sample of all layers per forward pass in training."""
+        draws = None
+        if self.training or torch.is_grad_enabled():
+            temperature = float(self.config.head_selection_temperature)
+            # under gradient checkpointing every layer makes its own gates (see `HeadSelector.draw`)
+            per_layer = self.training and self._checkpoints_layers()
+            draws = {
+                component: selector.draw(self.training, temperature, device, gates_per_layer=per_layer)
+                for component, selector in self.head_selection.items()
+            }
+        return Routing(
+            encoder=self._remembered_route("encoder", encoder_task_ids, batch_size, device),
+            decoder=self._remembered_route("decoder", decoder_task_ids, batch_size, device),
+            draws=draws,
+        )
+
+    def _checkpoints_layers(self) -> bool:
+        """Whether gradient checkpointing is on for any encoder or decoder layer."""
+        base = self.base_model
+        return any(getattr(layer, "gradient_checkpointing", False) for layer in (*base.encoder.layers,
+                                                                                  *base.decoder.layers))
+
+    def _remembered_route(self, side: str, ids, batch_size: int, device: torch.device) -> TaskRoute:
+        """[`task_route`], remembered for the id tensor of the last call: `generate` passes the same tensor at every
+        decoding step, which then costs no validation and no host synchronisation."""
+        if is_compiling():  # the memo is host-side state keyed on `_version`: traced code routes afresh
+            return task_route(self.config, side, ids, batch_size, device)
+        memo = self.__dict__.setdefault("_route_memo", {})
+        if isinstance(ids, torch.Tensor):
+            remembered = memo.get(side)
+            # the tensor itself is kept in the memo, so its id cannot be reused; `_version` catches in-place writes
+            if remembered is not None and remembered[0] is ids and remembered[1] == ids._version:
+                route = remembered[2]
+                if route.ids.shape[0] == batch_size and route.ids.device == device:
+                    return route
+        route = task_route(self.config, side, ids, batch_size, device)
+        memo[side] = (ids, ids._version, route) if isinstance(ids, torch.Tensor) else None
+        return route
+
+    def head_selection_kl(self, routing: Routing, labels: torch.LongTensor) -> torch.Tensor:
+        """The batch KL: per component, the mean of the task KLs weighted by each task's target tokens."""
+        tokens = (labels != -100).sum(dim=-1).float()
+        # no target token at all: weigh the examples equally (`where`, not `if`: no host synchronisation, and
+        # traceable by torch.compile)
+        tokens = torch.where(tokens.sum() == 0, torch.ones_like(tokens), tokens)
+        total = tokens.new_zeros(())
+        for component, selector in self.head_selection.items():
+            task_kl = selector.task_kl()
+            if task_kl is None:
+                continue
+            route = routing.keyed(self.config, self.config.component_sides(component))
+            total = total + (task_kl.to(tokens.device)[route.ids] * tokens).sum() / tokens.sum()
+        return total
+
+class HeadSelectionModelMixin(HeadSelectionBaseModelMixin):
+    """[`HeadSelectionBaseModelMixin`] plus generation, the KL in the loss, task export and upcycling, for the
+    stock `...ForConditionalGeneration` classes (mixed in before them). The family's `forward` wraps the stock
+    output with [`~HeadSelectionModelMixin.add_head_selection_kl`].
+    """
+
+    def generate(self, inputs: torch.Tensor | None = None, *args, encoder_task_ids=None, decoder_task_ids=None,
+                 **kwargs):
+        """`GenerationMixin.generate`, every example routed by its `encoder_task_ids` / `decoder_task_ids`.
+
+        `generate` hands the encoder no `decoder_*` keyword; when the encoder needs the decoder tasks too (adapters
+        keyed by direction) the encoder outputs are computed here, with both.
+        """
+        # lists must become tensors for `generate` to expand them to batch x beams
+        encoder_task_ids, decoder_task_ids = (
+            torch.as_tensor(ids) if isinstance(ids, (list, tuple)) else ids
+            for ids in (encoder_task_ids, decoder_task_ids)
+        )
+        encoder_uses_decoder_tasks = "decoder" in self.config.adapter_sides("encoder") and self.config.task_adapter_dim
+        if encoder_uses_decoder_tasks and kwargs.get("encoder_outputs") is None:
+            inputs = kwargs.pop(self.main_input_name, inputs)
+            encoder_inputs = {self.main_input_name: inputs} if inputs is not None else {
+                "inputs_embeds": kwargs.pop("inputs_embeds", None)}
+            with torch.no_grad():
+                kwargs["encoder_outputs"] = self.get_encoder()(
+                    **encoder_inputs,
+                    attention_mask=kwargs.get("attention_mask"),
+                    encoder_task_ids=encoder_task_ids,
+                    decoder_task_ids=decoder_task_ids,
+                    output_attentions=kwargs.get("output_attentions", self.generation_config.output_attentions),
+                    output_hidden_states=kwargs.get(
+                        "output_hidden_states", self.generation_config.output_hidden_states
+                    ),
+                    return_dict=True,
+                )
+        return super().generate(
+            inputs, *args, encoder_task_ids=encoder_task_ids, decoder_task_ids=decoder_task_ids, **kwargs
+        )
+
+    def export_task_model(self, task: str | None = None, *, encoder_task: str | None = None,
+                          decoder_task: str | None = None):
+        """A stock model (H heads) computing what this model computes for one task: see
+        `conversion.export_task_model`."""
+        return export_task_model(self, task, encoder_task=encoder_task, decoder_task=decoder_task)
+
+    @classmethod
+    def from_stock(cls, stock_model_or_path, **head_selection_keywords):
+        """A head-selection model upcycled from a stock checkpoint, equal to it for every task at initialisation:
+        see `conversion.from_stock`."""
+        return from_stock(cls, stock_model_or_path, **head_selection_keywords)
+
+    def add_head_selection_kl(self, outputs, labels, routing: Routing) -> HeadSelSeq2SeqLMOutput:
+        """Wrap stock outputs; with `labels`, add `head_selection_kl_weight * KL` to the loss."""
+        # `return_dict=True` was asked of the stock forward; a `return_dict=False` tuple is made by `can_return_tuple`
+        # on the head-selection forward, from this output (`head_selection_kl` last).
+        outputs = HeadSelSeq2SeqLMOutput(**outputs)
+        if labels is not None:
+            kl = self.head_selection_kl(routing, labels)
+            outputs.head_selection_kl = kl
+            if self.config.head_selection_kl_weight:
+                outputs.loss = outputs.loss + self.config.head_selection_kl_weight * kl
+        return outputs
+
+
+def _adapter_hook(config: HeadSelectionConfigMixin, sides: tuple[str, ...]):
+    """A forward hook running a layer's output through the adapter of every example's task."""
+
+    def hook(layer, args, kwargs, output):
+        hidden_states = output[0] if isinstance(output, tuple) else output
+        route = route_from_kwargs(config, sides, kwargs, hidden_states)
+        adapted = layer.task_adapter(hidden_states, route)
+        return (adapted, *output[1:]) if isinstance(output, tuple) else adapted
+
+    return hook
+
+
+__all__ = ["HeadSelSeq2SeqLMOutput", "HeadSelectionBaseModelMixin", "HeadSelectionModelMixin"]

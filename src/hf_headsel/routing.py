@@ -1,0 +1,254 @@
+# Copyright 2026 The hf-headsel authors. Licensed under the Apache License, Version 2.0.
+"""Routing: which task every example of a batch belongs to, validated once per forward pass and passed down to the
+layers as keyword arguments (no module-level "current task" state).
+
+* [`TaskRoute`]: the task ids of a batch and the batch laid out task by task: the one route type.
+* [`Routing`]: what a forward pass hands its layers, under the one keyword `head_selection_routing`: the route of
+  each side and the Gumbel-sigmoid draws of every component. The public keywords `encoder_task_ids` /
+  `decoder_task_ids` only ever hold raw ids (a tensor, a list, one id or a name).
+* [`task_route`]: raw ids of one side (or nothing: the default task) -> a route; [`keyed_route`]: the route of a
+  component or adapter keyed by one side or by the pair; [`route_from_kwargs`]: the keyed route a layer got.
+* [`task_names`]: `{side: name}` from the `task=` / `encoder_task=` / `decoder_task=` arguments.
+
+Copied next to saved models as remote code; imports only torch and its sibling `configuration_head_selection.py`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import torch
+
+from .configuration_head_selection import SIDES, HeadSelectionConfigMixin
+
+TASK_ID_KWARGS = ("encoder_task_ids", "decoder_task_ids")  # the public keywords: raw ids, a name, or nothing
+ROUTING_KWARG = "head_selection_routing"  # the one keyword carrying a forward pass's [`Routing`] down to the layers
+LAYER_KWARGS = (*TASK_ID_KWARGS, ROUTING_KWARG)  # read by the head-selection layers, not passed to attention functions
+
+
+def is_compiling() -> bool:
+    """Whether torch.compile (dynamo) is tracing: host-side caches and host synchronisations are left out then."""
+    return torch.compiler.is_compiling()
+
+
+def first_tensor(*candidates) -> torch.Tensor:
+    """The first given tensor (or first tensor of a given model output): its batch size and device route the batch."""
+    for candidate in candidates:
+        if candidate is None:
+            continue
+        return candidate if isinstance(candidate, torch.Tensor) else candidate[0]
+    raise ValueError("cannot infer the batch size: pass the model inputs, encoder_outputs or decoder inputs")
+
+
+@dataclass(frozen=True)
+class TaskRoute:
+    """The task of every example in a batch, and the batch laid out task by task.
+
+    `tasks` lists the tasks present, in ascending order, and `sizes` their example counts. For a batch that mixes
+    tasks, `order` sorts the examples by task (stable) and `inverse` undoes it; both are `None` when one task holds
+    the whole batch, so the common single-task batch costs what the stock model costs. Built once per forward pass
+    (the only host synchronisation routing needs) and passed down to the layers as a keyword argument.
+
+    Under torch.compile an id tensor is routed without reading it on the host (`tasks` and `sizes` are `None`,
+    `num_tasks` is set; see [`TaskRoute.traced`]): every example is then served by gathering its task's parameters,
+    as a mixed batch is.
+    """
+
+    ids: torch.LongTensor
+    tasks: tuple[int, ...]
+    sizes: tuple[int, ...]
+    order: torch.LongTensor | None = None
+    inverse: torch.LongTensor | None = None
+    task_index: torch.LongTensor | None = None  # `tasks` as a tensor on the ids' device (mixed batches)
+    num_tasks: int | None = None  # set when the layout is unknown (traced routes)
+
+    @classmethod
+    def single(cls, task: int, batch_size: int, device: torch.device) -> "TaskRoute":
+        """Every example on `task`: no host synchronisation at all."""
+        return cls(torch.full((batch_size,), task, dtype=torch.long, device=device), (task,), (batch_size,))
+
+    @classmethod
+    def build(cls, ids: torch.LongTensor, num_tasks: int, counts: list[int] | None = None) -> "TaskRoute":
+        """The route of valid ids `[batch]` (`counts`: their per-task counts, if already on the host)."""
+        if counts is None:
+            counts = torch.bincount(ids, minlength=num_tasks).tolist()
+        tasks = tuple(task for task, count in enumerate(counts[:num_tasks]) if count)
+        sizes = tuple(counts[task] for task in tasks)
+        if len(tasks) <= 1:
+            return cls(ids, tasks or (0,), sizes or (0,))
+        order = torch.argsort(ids, stable=True)
+        inverse = torch.empty_like(order).index_copy_(0, order, torch.arange(len(order), device=order.device))
+        return cls(ids, tasks, sizes, order, inverse, torch.tensor(tasks, device=ids.device))
+
+    @classmethod
+    def traced(cls, ids: torch.LongTensor, num_tasks: int) -> "TaskRoute":
+        """The route of ids `[batch]` that cannot be read on the host (torch.compile tracing): the layout stays
+        unknown, and out-of-range ids fail an asynchronous device-side check instead of a `ValueError`."""
+        torch._assert_async(((ids >= 0) & (ids < num_tasks)).all(), "task id out of range")
+        return cls(ids, None, None, num_tasks=num_tasks)
+
+    @property
+    def layout_known(self) -> bool:
+        return self.tasks is not None
+
+    @property
+    def single_task(self) -> int | None:
+        return self.tasks[0] if self.tasks is not None and len(self.tasks) == 1 else None
+
+    def per_task(self, states: torch.Tensor, fn: Callable[[int, torch.Tensor], torch.Tensor]) -> torch.Tensor:
+        """`fn(task, examples)` applied to the examples (rows of `states`) of every task present, results put back
+        in batch order. One sort and one unsort per call, whatever the number of tasks. With an unknown layout
+        (traced), `fn` runs on the whole batch for every task and each example keeps its own task's result."""
+        if self.single_task is not None:
+            return fn(self.single_task, states)
+        if self.tasks is None:
+            result = None
+            for task in range(self.num_tasks):
+                out = fn(task, states)
+                mask = (self.ids == task).view(-1, *(1,) * (out.dim() - 1))
+                result = out if result is None else torch.where(mask, out, result)
+            return result
+        parts = states.index_select(0, self.order).split(self.sizes)
+        return torch.cat([fn(task, part) for task, part in zip(self.tasks, parts)]).index_select(0, self.inverse)
+
+
+def task_route(
+    config: HeadSelectionConfigMixin,
+    side: str,
+    task_ids: torch.Tensor | Sequence[int] | int | str | None,
+    batch_size: int,
+    device: torch.device,
+) -> TaskRoute:
+    """Validate the task ids of one side, or fill in the default task, and route them; `ValueError` names the rule
+    broken.
+
+    `task_ids` may be a `LongTensor[batch]`, a list of ids, one id, or a task name for the whole batch. When it is
+    omitted the side's default task is used, else its only task. One id, a name or the default cost no host
+    synchronisation; a tensor costs one (validation and routing share it).
+    """
+    tasks = config.tasks(side)
+    if task_ids is None:
+        default = getattr(config, f"default_{side}_task")
+        if default is None and len(tasks) > 1:
+            raise ValueError(
+                f"{side}_task_ids is required: the model has several {side} tasks {tasks} and no default "
+                f"(pass {side}_task_ids, or use from_pretrained(..., task=...) / set_default_task(...))"
+            )
+        task_ids = tasks.index(default) if default is not None else 0
+    if isinstance(task_ids, str):
+        task_ids = config.task_id(side, task_ids)
+    if isinstance(task_ids, int):
+        if not 0 <= task_ids < len(tasks):
+            _raise_out_of_range(side, tasks, task_ids)
+        return TaskRoute.single(task_ids, batch_size, device)
+    task_ids = torch.as_tensor(task_ids, device=device)
+    if task_ids.dtype.is_floating_point or task_ids.dtype.is_complex or task_ids.dtype == torch.bool:
+        raise ValueError(f"{side}_task_ids must hold integer task indices, got dtype {task_ids.dtype}")
+    if task_ids.dim() != 1 or task_ids.shape[0] != batch_size:
+        raise ValueError(
+            f"{side}_task_ids must have shape [batch_size] = [{batch_size}], got {list(task_ids.shape)}"
+        )
+    task_ids = task_ids.long()
+    if is_compiling():  # no host synchronisation in traced code
+        return TaskRoute.traced(task_ids, len(tasks))
+    # Counts per task plus one bin for out-of-range ids, read in the one synchronisation.
+    in_range = (task_ids >= 0) & (task_ids < len(tasks))
+    binned = torch.where(in_range, task_ids, len(tasks))
+    counts = torch.zeros(len(tasks) + 1, dtype=torch.long, device=device).index_add_(0, binned, torch.ones_like(binned))
+    counts = counts.tolist()
+    if counts[-1]:
+        _raise_out_of_range(side, tasks, task_ids[~in_range][0].item())
+    return TaskRoute.build(task_ids, len(tasks), counts)
+
+
+def task_names(
+    config: HeadSelectionConfigMixin,
+    task: str | None = None,
+    encoder_task: str | None = None,
+    decoder_task: str | None = None,
+) -> dict[str, str]:
+    """`{side: task name}` from the task arguments of `set_default_task`, exports and pipelines.
+
+    `task` names the task of every side that knows it (a name known on neither side is a `ValueError` listing the
+    tasks); `encoder_task` / `decoder_task` set one side (checked against its tasks) and take precedence. Sides not
+    named are left out.
+    """
+    names = {}
+    if task is not None:
+        names = {side: task for side in SIDES if task in config.tasks(side)}
+        if not names:
+            raise ValueError(
+                f"unknown task {task!r}: the encoder tasks are {config.encoder_tasks} and the decoder tasks are "
+                f"{config.decoder_tasks}"
+            )
+    for side, name in (("encoder", encoder_task), ("decoder", decoder_task)):
+        if name is not None:
+            config.task_id(side, name)  # ValueError naming the known tasks
+            names[side] = name
+    return names
+
+
+def _raise_out_of_range(side: str, tasks: list[str], task_id: int):
+    raise ValueError(f"{side} task id {task_id} is out of range: the {side} tasks are {dict(enumerate(tasks))}")
+
+
+def keyed_route(config: HeadSelectionConfigMixin, sides: Sequence[str], routes: dict) -> TaskRoute:
+    """The route keyed by the tasks of `sides`: one side's route, or that of the pair keys
+    ([`HeadSelectionConfigMixin.routing_key`])."""
+    if len(sides) == 1:
+        return routes[sides[0]]
+    encoder, decoder = routes["encoder"], routes["decoder"]
+    if encoder.single_task is not None and decoder.single_task is not None:
+        pair = config.routing_key(sides, {"encoder": encoder.single_task, "decoder": decoder.single_task})
+        return TaskRoute.single(pair, len(encoder.ids), encoder.ids.device)
+    pairs = config.routing_key(sides, {"encoder": encoder.ids, "decoder": decoder.ids})
+    if is_compiling():
+        return TaskRoute.traced(pairs, config.num_keys(sides))
+    return TaskRoute.build(pairs, config.num_keys(sides))
+
+
+@dataclass(frozen=True)
+class Routing:
+    """How one forward pass is routed, as the model's `forward` hands it to every layer (keyword
+    `head_selection_routing`): the [`TaskRoute`] of each side, validated once, and the `HeadDraw` of every component
+    (`{component: HeadDraw}`: one Gumbel-sigmoid sample of all layers in training; `None` when evaluating without
+    autograd, where the layers use their cached choice)."""
+
+    encoder: TaskRoute
+    decoder: TaskRoute
+    draws: dict | None = None
+
+    def keyed(self, config: HeadSelectionConfigMixin, sides: Sequence[str]) -> TaskRoute:
+        """The route keyed by the tasks of `sides` (see [`keyed_route`])."""
+        return keyed_route(config, sides, {"encoder": self.encoder, "decoder": self.decoder})
+
+
+def route_from_kwargs(config: HeadSelectionConfigMixin, sides: Sequence[str], kwargs: dict, reference: torch.Tensor):
+    """The route keyed by `sides` of the keyword arguments a layer got: from the model's [`Routing`], or, for a
+    submodule called directly (as `generate` calls the encoder), from the raw `encoder_task_ids` /
+    `decoder_task_ids` (absent: the default task); `reference` gives batch size and device. Only the sides asked for
+    are validated."""
+    routing = kwargs.get(ROUTING_KWARG)
+    if routing is not None:
+        return routing.keyed(config, sides)
+    routes = {
+        side: task_route(config, side, kwargs.get(f"{side}_task_ids"), reference.shape[0], reference.device)
+        for side in sides
+    }
+    return keyed_route(config, sides, routes)
+
+
+__all__ = [
+    "LAYER_KWARGS",
+    "ROUTING_KWARG",
+    "TASK_ID_KWARGS",
+    "Routing",
+    "TaskRoute",
+    "first_tensor",
+    "is_compiling",
+    "keyed_route",
+    "route_from_kwargs",
+    "task_names",
+    "task_route",
+]

@@ -1,0 +1,138 @@
+"""The shared model mixins (`hf_headsel/modeling_head_selection.py`), for both families: the token-weighted batch
+KL, the loss, and the initialisation of the selector logits (DESIGN.md section 2)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from conftest import (
+    ALL_COMPONENTS,
+    HEADS,
+    LAYERS,
+    component_task,
+    direct_task_kl,
+    randomize_selector_logits,
+)
+from hf_headsel import HeadSelSeq2SeqLMOutput
+
+# ---------------------------------------------------------------------------------------------------------------
+# Batch KL and loss
+# ---------------------------------------------------------------------------------------------------------------
+
+
+def expected_batch_kl(model, encoder_ids, decoder_ids, labels) -> torch.Tensor:
+    """Hand computation: per component, sum over tasks present of (target tokens of the task / all target tokens)
+    times the task's KL; summed over the components that learn a selection."""
+    tokens = (labels != -100).sum(dim=-1).double()
+    total = torch.zeros((), dtype=torch.float64)
+    for component, selector in model.head_selection.items():
+        if selector.logits is None or selector.total_heads == selector.heads:
+            continue
+        task_kl = direct_task_kl(selector.logits, selector.heads, selector.total_heads)
+        tasks = [component_task(model.config, component, int(e), int(d)) for e, d in zip(encoder_ids, decoder_ids)]
+        for task in sorted(set(tasks)):
+            weight = sum(tokens[i] for i, t in enumerate(tasks) if t == task) / tokens.sum()
+            total = total + weight * task_kl[task]
+    return total.float()
+
+
+@pytest.mark.parametrize("cross_key", ["decoder", "pair"])
+def test_batch_kl_is_token_weighted_over_tasks_present(family, cross_key):
+    model = family.model(head_selection_components=ALL_COMPONENTS, cross_attention_task_key=cross_key)
+    randomize_selector_logits(model, scale=1.5)
+    encoder_ids, decoder_ids = torch.tensor([0, 1, 1, 0]), torch.tensor([0, 2, 2, 0])  # decoder task 1 absent
+    labels = family.labels(pad_last=3)
+    labels[1, -1] = -100  # tasks now have different token counts
+    out = model(**family.inputs(), labels=labels, encoder_task_ids=encoder_ids, decoder_task_ids=decoder_ids)
+    assert isinstance(out, HeadSelSeq2SeqLMOutput)
+    expected = expected_batch_kl(model, encoder_ids, decoder_ids, labels)
+    torch.testing.assert_close(out.head_selection_kl, expected)
+    # the weighting matters: a plain mean over examples differs
+    assert expected.item() > 0
+    unweighted = expected_batch_kl(model, encoder_ids, decoder_ids, torch.zeros_like(labels))
+    assert not torch.allclose(expected, unweighted)
+
+
+def test_batch_kl_is_reported_at_weight_zero_and_needs_labels(family):
+    model = family.model()
+    assert model.config.head_selection_kl_weight == 0.0
+    ids = dict(encoder_task_ids=torch.tensor([0, 1, 1, 0]), decoder_task_ids=torch.tensor([0, 2, 1, 2]))
+    out = model(**family.inputs(), labels=family.labels(), **ids)
+    assert out.head_selection_kl is not None and out.head_selection_kl.item() > 0
+    no_labels = model(**family.inputs(), decoder_input_ids=family.decoder_input_ids(), **ids)
+    assert no_labels.head_selection_kl is None
+    assert no_labels.loss is None
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        dict(head_selection_strategy="task_specific"),
+        dict(total_encoder_attention_heads=HEADS, total_decoder_attention_heads=HEADS),
+    ],
+    ids=["task_specific", "no-selection"],
+)
+def test_batch_kl_is_zero_without_learned_selection(family, overrides):
+    model = family.model(head_selection_kl_weight=1.0, **overrides)
+    ids = dict(encoder_task_ids=torch.tensor([0, 1, 1, 0]), decoder_task_ids=torch.tensor([0, 2, 1, 2]))
+    out = model(**family.inputs(), labels=family.labels(), **ids)
+    assert out.head_selection_kl is None or out.head_selection_kl.item() == 0.0
+    reference = family.model(**overrides)  # weight 0: same parameters (same seed)
+    torch.testing.assert_close(out.loss, reference(**family.inputs(), labels=family.labels(), **ids).loss)
+
+
+def test_loss_is_cross_entropy_plus_weighted_kl(family):
+    weight = 0.7
+    ids = dict(encoder_task_ids=torch.tensor([0, 1, 1, 0]), decoder_task_ids=torch.tensor([0, 2, 1, 2]))
+    labels = family.labels()
+    without = family.model(head_selection_kl_weight=0.0)
+    with_kl = family.model(head_selection_kl_weight=weight)  # same seed: same parameters
+    with torch.no_grad():
+        out0 = without(**family.inputs(), labels=labels, **ids)
+        out1 = with_kl(**family.inputs(), labels=labels, **ids)
+    cross_entropy = F.cross_entropy(out0.logits.flatten(0, 1), labels.flatten(), ignore_index=-100)
+    torch.testing.assert_close(out0.loss, cross_entropy)
+    torch.testing.assert_close(out1.logits, out0.logits)
+    torch.testing.assert_close(out1.head_selection_kl, out0.head_selection_kl)
+    assert out0.head_selection_kl.item() > 0
+    torch.testing.assert_close(out1.loss, cross_entropy + weight * out0.head_selection_kl)
+
+
+def test_kl_term_trains_logits(family):
+    """With a KL weight the loss gradient reaches every logit of the tasks present (the KL touches all candidates),
+    and none of the absent tasks'."""
+    model = family.model(head_selection_kl_weight=1.0)
+    model.train()
+    ids = dict(encoder_task_ids=torch.tensor([1, 1, 1, 1]), decoder_task_ids=torch.tensor([0, 2, 0, 2]))
+    model(**family.inputs(), labels=family.labels(), **ids).loss.backward()
+    enc = model.head_selection["encoder_self"].logits.grad
+    dec = model.head_selection["decoder_self"].logits.grad
+    assert (enc[1] != 0).all() and (enc[0] == 0).all()
+    assert (dec[0] != 0).all() and (dec[2] != 0).all() and (dec[1] == 0).all()
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Init
+# ---------------------------------------------------------------------------------------------------------------
+
+
+def test_logits_are_initialised_uniformly_in_log_range(family):
+    model = family.model(head_selection_components=ALL_COMPONENTS, head_selection_strategy="subset")
+    low, high = math.log(0.01), 0.0
+    for component, selector in model.head_selection.items():
+        logits = selector.logits.detach()
+        assert logits.shape == (model.config.num_tasks(component), LAYERS, 2 * HEADS)
+        assert logits.min().item() >= low and logits.max().item() <= high
+        assert logits.std().item() > 0.5  # spread over the range, not a constant (U(-4.6, 0) has std 1.33)
+
+
+def test_logits_are_the_only_added_parameters(family):
+    model = family.model(head_selection_components=ALL_COMPONENTS)
+    stock = family.stock_model()
+    added = set(dict(model.named_parameters())) - set(dict(stock.named_parameters()))
+    assert added == {f"head_selection.{c}.logits" for c in ALL_COMPONENTS}
+    assert set(dict(stock.named_parameters())) <= set(dict(model.named_parameters()))

@@ -1,0 +1,324 @@
+"""Routing (`hf_headsel/routing.py`), for both families: omitted ids and default tasks, validation of ids, the
+route of a mixed batch, `from_pretrained(..., task=...)` / `set_default_task`, the cross-attention task keys and
+task ids given as lists or names (DESIGN.md section 3)."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+import torch
+
+from conftest import (
+    ALL_COMPONENTS,
+    DECODER_IDS,
+    DECODER_TASKS,
+    ENCODER_IDS,
+    ENCODER_TASKS,
+    HEADS,
+    MIXED,
+    extract_stock_model,
+    forward_logits,
+    mixed_model,
+    pad_to,
+    randomize_selector_logits,
+    selecting_attentions,
+    take,
+)
+
+# ---------------------------------------------------------------------------------------------------------------
+# (9) Routing and default tasks
+# ---------------------------------------------------------------------------------------------------------------
+
+
+def test_omitted_ids_use_the_default_task(family):
+    model = mixed_model(family, "group", default_encoder_task="de", default_decoder_task="it")
+    inputs, decoder_input_ids = family.inputs(), family.decoder_input_ids()
+    explicit = forward_logits(
+        model, inputs, decoder_input_ids,
+        encoder_task_ids=torch.full((4,), 1), decoder_task_ids=torch.full((4,), 2),
+    )
+    torch.testing.assert_close(forward_logits(model, inputs, decoder_input_ids), explicit)
+    torch.testing.assert_close(
+        forward_logits(model, inputs, decoder_input_ids, decoder_task_ids=torch.full((4,), 2)), explicit
+    )
+    # explicit ids override the default
+    other = forward_logits(model, inputs, decoder_input_ids, **MIXED)
+    assert not torch.allclose(other, explicit)
+    kwargs = dict(num_beams=3, max_new_tokens=6)
+    torch.testing.assert_close(
+        model.generate(**inputs, **kwargs),
+        model.generate(**inputs, encoder_task_ids=torch.full((4,), 1), decoder_task_ids=torch.full((4,), 2), **kwargs),
+    )
+
+
+def test_omitted_ids_use_the_only_task(family):
+    model = mixed_model(family, "group", encoder_tasks=["en"], decoder_tasks=["fr"])
+    inputs, decoder_input_ids = family.inputs(), family.decoder_input_ids()
+    zeros = torch.zeros(4, dtype=torch.long)
+    expected = forward_logits(model, inputs, decoder_input_ids, encoder_task_ids=zeros, decoder_task_ids=zeros)
+    torch.testing.assert_close(forward_logits(model, inputs, decoder_input_ids), expected)
+
+
+@pytest.mark.parametrize("side", ["encoder", "decoder"])
+def test_omitted_ids_without_default_raise_listing_the_tasks(family, side):
+    model = family.model(head_selection_components=ALL_COMPONENTS)
+    ids = {f"{other}_task_ids": torch.zeros(4, dtype=torch.long) for other in ("encoder", "decoder") if other != side}
+    tasks = ENCODER_TASKS if side == "encoder" else DECODER_TASKS
+    with pytest.raises(ValueError, match=f"{side}_task_ids") as error:
+        model(**family.inputs(), decoder_input_ids=family.decoder_input_ids(), **ids)
+    assert all(repr(task) in str(error.value) for task in tasks)
+    with pytest.raises(ValueError, match=f"{side}_task_ids"):
+        model.generate(**family.inputs(), **ids, max_new_tokens=3)
+
+
+@pytest.mark.parametrize("side", ["encoder", "decoder"])
+@pytest.mark.parametrize("bad_id", [5, -1, 3], ids=["too-large", "negative", "just-past-end"])
+def test_out_of_range_ids_raise_naming_the_tasks(family, side, bad_id):
+    tasks = ENCODER_TASKS if side == "encoder" else DECODER_TASKS
+    if bad_id == 3 and side == "encoder":
+        bad_id = len(ENCODER_TASKS)
+    model = family.model(head_selection_components=ALL_COMPONENTS)
+    ids = dict(MIXED)
+    ids[f"{side}_task_ids"] = torch.tensor([0, bad_id, 0, 0])
+    with pytest.raises(ValueError, match=str(bad_id)) as error:
+        model(**family.inputs(), decoder_input_ids=family.decoder_input_ids(), **ids)
+    assert all(task in str(error.value) for task in tasks)
+
+
+def test_task_route_lays_a_mixed_batch_out_task_by_task():
+    from hf_headsel.routing import TaskRoute
+
+    ids = torch.tensor([2, 0, 2, 1, 0, 2])
+    route = TaskRoute.build(ids, num_tasks=4)
+    assert route.tasks == (0, 1, 2) and route.sizes == (2, 1, 3) and route.single_task is None
+    assert ids[route.order].tolist() == [0, 0, 1, 2, 2, 2]
+    assert route.order[route.inverse].tolist() == list(range(6))
+    states = torch.arange(6.0)[:, None]
+    applied = route.per_task(states, lambda task, rows: rows * 10 + task)
+    torch.testing.assert_close(applied, states * 10 + ids[:, None].float())
+    single = TaskRoute.single(3, batch_size=2, device=torch.device("cpu"))
+    assert single.single_task == 3 and single.ids.tolist() == [3, 3] and single.order is None
+
+
+def test_an_id_tensor_is_routed_once_until_it_changes(family):
+    # generate passes the same id tensor at every step: its route is remembered, but an in-place change (even to an
+    # invalid id) is seen
+    model = family.model(head_selection_components=ALL_COMPONENTS).eval()
+    ids = torch.tensor([0, 2, 1, 2])
+    first = model.task_routes(ENCODER_IDS, ids, 4, ids.device).decoder
+    assert model.task_routes(ENCODER_IDS, ids, 4, ids.device).decoder is first
+    assert model.task_routes(ENCODER_IDS, ids.clone(), 4, ids.device).decoder is not first
+    ids[1] = 1
+    assert model.task_routes(ENCODER_IDS, ids, 4, ids.device).decoder.ids.tolist() == [0, 1, 1, 2]
+    ids[1] = len(DECODER_TASKS)
+    with pytest.raises(ValueError, match="out of range"):
+        model.task_routes(ENCODER_IDS, ids, 4, ids.device)
+
+
+@pytest.mark.parametrize("side", ["encoder", "decoder"])
+@pytest.mark.parametrize(
+    "bad_ids",
+    [torch.tensor([0, 1]), torch.tensor([[0, 1, 0, 1]]), torch.tensor([0.0, 1.0, 0.0, 1.0]),
+     torch.tensor([True, False, True, False])],
+    ids=["wrong-length", "two-dimensional", "float", "bool"],
+)
+def test_malformed_ids_raise(family, side, bad_ids):
+    model = family.model()
+    ids = dict(MIXED)
+    ids[f"{side}_task_ids"] = bad_ids
+    with pytest.raises(ValueError, match=f"{side}_task_ids"):
+        model(**family.inputs(), decoder_input_ids=family.decoder_input_ids(), **ids)
+
+
+def test_from_pretrained_task_sets_the_defaults_of_the_sides_that_know_it(family, tmp_path):
+    # encoder tasks ["en", "de"], decoder tasks ["de", "fr", "it"]
+    mixed_model(family, "group").save_pretrained(tmp_path)
+    cases = [
+        (("de", None, None), ("de", "de")),
+        (("en", None, None), ("en", None)),
+        (("fr", None, None), (None, "fr")),
+        ((None, "de", None), ("de", None)),
+        ((None, None, "it"), (None, "it")),
+        ((None, "en", "fr"), ("en", "fr")),
+        (("de", None, "it"), ("de", "it")),  # an explicit side wins over `task`
+    ]
+    for (task, encoder_task, decoder_task), (encoder_default, decoder_default) in cases:
+        kwargs = {k: v for k, v in dict(task=task, encoder_task=encoder_task, decoder_task=decoder_task).items() if v}
+        model = family.model_class.from_pretrained(tmp_path, **kwargs)
+        assert model.config.default_encoder_task == encoder_default, kwargs
+        assert model.config.default_decoder_task == decoder_default, kwargs
+    model = family.model_class.from_pretrained(tmp_path, task="de").eval()
+    inputs, decoder_input_ids = family.inputs(), family.decoder_input_ids()
+    torch.testing.assert_close(
+        forward_logits(model, inputs, decoder_input_ids),
+        forward_logits(model, inputs, decoder_input_ids, encoder_task_ids=torch.full((4,), 1),
+                       decoder_task_ids=torch.full((4,), 0)),
+    )
+    # only the decoder knows "fr": the encoder still needs ids
+    model = family.model_class.from_pretrained(tmp_path, task="fr").eval()
+    with pytest.raises(ValueError, match="encoder_task_ids"):
+        model(**inputs, decoder_input_ids=decoder_input_ids)
+    torch.testing.assert_close(
+        forward_logits(model, inputs, decoder_input_ids, encoder_task_ids=ENCODER_IDS),
+        forward_logits(model, inputs, decoder_input_ids, encoder_task_ids=ENCODER_IDS,
+                       decoder_task_ids=torch.full((4,), 1)),
+    )
+
+
+@pytest.mark.parametrize(
+    "kwargs", [dict(task="xx"), dict(encoder_task="fr"), dict(decoder_task="en"), dict(task="de", decoder_task="xx")]
+)
+def test_from_pretrained_with_unknown_task_raises_naming_the_tasks(family, tmp_path, kwargs):
+    family.model().save_pretrained(tmp_path)
+    with pytest.raises(ValueError) as error:
+        family.model_class.from_pretrained(tmp_path, **kwargs)
+    side_tasks = {"task": ENCODER_TASKS + DECODER_TASKS, "encoder_task": ENCODER_TASKS, "decoder_task": DECODER_TASKS}
+    key = "decoder_task" if "decoder_task" in kwargs else next(iter(kwargs))
+    assert all(task in str(error.value) for task in side_tasks[key])
+
+
+def test_set_default_task(family):
+    model = mixed_model(family, "group")
+    inputs, decoder_input_ids = family.inputs(), family.decoder_input_ids()
+    model.set_default_task("de")
+    assert (model.config.default_encoder_task, model.config.default_decoder_task) == ("de", "de")
+    torch.testing.assert_close(
+        forward_logits(model, inputs, decoder_input_ids),
+        forward_logits(model, inputs, decoder_input_ids, encoder_task_ids=torch.full((4,), 1),
+                       decoder_task_ids=torch.full((4,), 0)),
+    )
+    model.set_default_task(decoder_task="it")
+    assert (model.config.default_encoder_task, model.config.default_decoder_task) == ("de", "it")
+    model.set_default_task(encoder_task="en")
+    assert (model.config.default_encoder_task, model.config.default_decoder_task) == ("en", "it")
+    torch.testing.assert_close(
+        forward_logits(model, inputs, decoder_input_ids),
+        forward_logits(model, inputs, decoder_input_ids, encoder_task_ids=torch.zeros(4, dtype=torch.long),
+                       decoder_task_ids=torch.full((4,), 2)),
+    )
+    for bad, tasks in ((dict(task="xx"), ENCODER_TASKS + DECODER_TASKS), (dict(encoder_task="it"), ENCODER_TASKS),
+                       (dict(decoder_task="en"), DECODER_TASKS)):
+        with pytest.raises(ValueError) as error:
+            model.set_default_task(**bad)
+        assert all(task in str(error.value) for task in tasks), bad
+    assert (model.config.default_encoder_task, model.config.default_decoder_task) == ("en", "it")
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# (11) Cross-attention task keys
+# ---------------------------------------------------------------------------------------------------------------
+
+PAIR_ENCODER_IDS = torch.tensor([0, 1, 0, 1])
+PAIR_DECODER_IDS = torch.tensor([0, 0, 1, 1])
+
+
+@pytest.mark.parametrize(
+    "strategy, key",
+    [("group", "decoder"), ("group", "encoder"), ("group", "pair"), ("subset", "pair"), ("task_specific", "decoder"),
+     ("task_specific", "encoder"), ("task_specific", "pair")],
+)
+def test_cross_attention_task_key_routes_each_example(family, strategy, key):
+    """Only the cross-attention selects; four copies of one input with task pairs (0,0), (1,0), (0,1), (1,1)."""
+    model = family.model(
+        head_selection_strategy=strategy, head_selection_components=["decoder_cross"], cross_attention_task_key=key
+    )
+    randomize_selector_logits(model)
+    if strategy == "task_specific":
+        tasks = {"decoder": len(DECODER_TASKS), "encoder": len(ENCODER_TASKS),
+                 "pair": len(ENCODER_TASKS) * len(DECODER_TASKS)}[key]
+        assert model.config.total_decoder_attention_heads == tasks * HEADS
+    inputs = {k: v[:1].repeat(4, *[1] * (v.dim() - 1)) for k, v in family.inputs().items()}
+    decoder_input_ids = family.decoder_input_ids(batch_size=1).repeat(4, 1)
+    logits = forward_logits(model, inputs, decoder_input_ids, encoder_task_ids=PAIR_ENCODER_IDS,
+                            decoder_task_ids=PAIR_DECODER_IDS)
+    same = {"decoder": [(0, 1), (2, 3)], "encoder": [(0, 2), (1, 3)], "pair": []}[key]
+    for a, b in itertools.combinations(range(4), 2):
+        if (a, b) in same:
+            torch.testing.assert_close(logits[a], logits[b])
+        else:
+            assert not torch.allclose(logits[a], logits[b]), (a, b)
+    for i in range(4):
+        stock = extract_stock_model(family, model, int(PAIR_ENCODER_IDS[i]), int(PAIR_DECODER_IDS[i]))
+        torch.testing.assert_close(logits[i : i + 1], forward_logits(stock, take(inputs, i), decoder_input_ids[:1]))
+    # and generation routes the same way
+    kwargs = dict(encoder_task_ids=PAIR_ENCODER_IDS, decoder_task_ids=PAIR_DECODER_IDS, num_beams=3, max_new_tokens=6)
+    batch = model.generate(**inputs, **kwargs)
+    for i in range(4):
+        single = model.generate(
+            **take(inputs, i), encoder_task_ids=PAIR_ENCODER_IDS[i : i + 1],
+            decoder_task_ids=PAIR_DECODER_IDS[i : i + 1], num_beams=3, max_new_tokens=6,
+        )
+        torch.testing.assert_close(batch[i : i + 1], pad_to(single, batch.shape[-1], family.pad_token_id))
+
+
+def test_pair_key_with_all_components_mixed_batch(family):
+    model = mixed_model(family, "subset", cross_attention_task_key="pair")
+    inputs, decoder_input_ids = family.inputs(), family.decoder_input_ids()
+    batch = forward_logits(model, inputs, decoder_input_ids, **MIXED)
+    for i in range(4):
+        stock = extract_stock_model(family, model, int(ENCODER_IDS[i]), int(DECODER_IDS[i]))
+        torch.testing.assert_close(batch[i : i + 1], forward_logits(stock, take(inputs, i), decoder_input_ids[i : i + 1]))
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Task ids given as Python lists (accepted by forward)
+# ---------------------------------------------------------------------------------------------------------------
+
+
+def test_forward_accepts_task_ids_as_lists(family):
+    model = mixed_model(family, "group")
+    inputs, decoder_input_ids = family.inputs(), family.decoder_input_ids()
+    torch.testing.assert_close(
+        forward_logits(model, inputs, decoder_input_ids, encoder_task_ids=ENCODER_IDS.tolist(),
+                       decoder_task_ids=DECODER_IDS.tolist()),
+        forward_logits(model, inputs, decoder_input_ids, **MIXED),
+    )
+
+
+def test_generate_accepts_task_ids_as_lists_with_beam_search(family):
+    model = mixed_model(family, "group")
+    kwargs = dict(num_beams=3, max_new_tokens=5)
+    torch.testing.assert_close(
+        model.generate(**family.inputs(), encoder_task_ids=ENCODER_IDS.tolist(), decoder_task_ids=DECODER_IDS.tolist(),
+                       **kwargs),
+        model.generate(**family.inputs(), **MIXED, **kwargs),
+    )
+
+
+def test_one_task_by_name_or_int_equals_its_id_tensor(family):
+    model = mixed_model(family, "group")
+    batch = family.inputs()["attention_mask"].shape[0]
+    encoder, decoder = ENCODER_TASKS[1], DECODER_TASKS[2]
+    as_tensors = dict(encoder_task_ids=torch.full((batch,), 1), decoder_task_ids=torch.full((batch,), 2))
+    for ids in (dict(encoder_task_ids=encoder, decoder_task_ids=decoder), dict(encoder_task_ids=1, decoder_task_ids=2)):
+        torch.testing.assert_close(forward_logits(model, family.inputs(), family.decoder_input_ids(), **ids),
+                                   forward_logits(model, family.inputs(), family.decoder_input_ids(), **as_tensors))
+        kwargs = dict(num_beams=3, max_new_tokens=5)
+        torch.testing.assert_close(model.generate(**family.inputs(), **ids, **kwargs),
+                                   model.generate(**family.inputs(), **as_tensors, **kwargs))
+
+
+def test_layers_get_one_routing_keyword_with_the_routes_and_draws(family):
+    """The model hands its layers one `Routing` (both sides' routes and, in training, the draws) under one keyword;
+    the public keywords never carry anything but raw ids."""
+    from hf_headsel.routing import ROUTING_KWARG, Routing
+
+    model = family.model(head_selection_components=ALL_COMPONENTS)
+    seen = []
+    attention = selecting_attentions(model)[0][2]
+    attention.register_forward_pre_hook(lambda module, args, kwargs: seen.append(dict(kwargs)), with_kwargs=True)
+    for training in (True, False):
+        model.train(training)
+        seen.clear()
+        with torch.set_grad_enabled(training):
+            model(**family.inputs(), decoder_input_ids=family.decoder_input_ids(), **MIXED)
+        (kwargs,) = seen
+        routing = kwargs[ROUTING_KWARG]
+        assert isinstance(routing, Routing)
+        assert not {"encoder_task_ids", "decoder_task_ids", "head_selection_draws"} & set(kwargs)
+        assert routing.encoder.ids.tolist() == ENCODER_IDS.tolist()
+        assert routing.decoder.ids.tolist() == DECODER_IDS.tolist()
+        assert (routing.draws is not None) == training
+        if training:
+            assert set(routing.draws) == set(ALL_COMPONENTS)
