@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import json
 import sys
-from dataclasses import dataclass, field
+import typing
+from dataclasses import dataclass, field, make_dataclass
 from pathlib import Path
 
+from hf_headsel.configuration_head_selection import head_selection_keywords
 from transformers import HfArgumentParser, Seq2SeqTrainingArguments
 
 
@@ -83,50 +85,38 @@ class ModelArguments:
     cache_dir: str | None = field(default=None, metadata={"help": "Cache folder of `datasets` and Transformers."})
 
 
-@dataclass
-class HeadSelectionArguments:
-    """Head-selection settings. `None` keeps the checkpoint's value (or the package default when training from
-    scratch)."""
+# What a recipe flag adds to its config keyword's help: where an unset flag's value comes from.
+UNSET_FLAG_HELP = {
+    "tasks": " Unset: from the training data, sorted.",
+    "structure": " Unset: a head-selection checkpoint's own value, else the package default.",
+    "runtime": " Unset: the checkpoint's value, else the package default.",
+}
 
-    task_type: str | None = field(
-        default=None,
-        metadata={"help": "lang (default): the encoder task is the source language and the decoder task the target "
-                          "language; domain: both are the example's domain. A head-selection checkpoint keeps "
-                          "its own."},
-    )
-    encoder_tasks: list[str] | None = field(
-        default=None, metadata={"help": "Encoder task names (default: sorted, from the training data)."}
-    )
-    decoder_tasks: list[str] | None = field(
-        default=None, metadata={"help": "Decoder task names (default: sorted, from the training data)."}
-    )
-    head_selection_strategy: str | None = field(
-        default=None, metadata={"help": "group (default), subset or task_specific."}
-    )
-    head_selection_components: list[str] | None = field(
-        default=None,
-        metadata={"help": "Among encoder_self, decoder_self, decoder_cross (default: both self-attentions)."},
-    )
-    total_encoder_attention_heads: int | None = field(
-        default=None, metadata={"help": "H' of the encoder (default 2H)."})
-    total_decoder_attention_heads: int | None = field(
-        default=None, metadata={"help": "H' of the decoder (default 2H)."})
-    head_selection_temperature: float | None = field(
-        default=None, metadata={"help": "Gumbel-sigmoid temperature tau (default 5.0); the start of a schedule."}
-    )
-    head_selection_kl_weight: float | None = field(
-        default=None, metadata={"help": "Weight of the KL(q || prior) term in the loss (default 0.0)."}
-    )
-    cross_attention_task_key: str | None = field(
-        default=None, metadata={"help": "decoder, encoder or pair: which task keys cross-attention selection."}
-    )
-    task_adapter_dim: int | None = field(
-        default=None,
-        metadata={"help": "Bottleneck of per-task adapters after every layer (0: none; 256 in the paper)."},
-    )
-    task_adapter_key: str | None = field(
-        default=None, metadata={"help": "direction (one adapter per encoder x decoder task) or task."}
-    )
+
+def config_keyword_flags() -> type:
+    """A dataclass with one flag per head-selection config keyword that a run may set (`tasks`, `structure` and
+    `runtime` roles): named, typed and documented by the keyword's own field in
+    `hf_headsel.configuration_head_selection`, so the keywords are written once. Every flag defaults to `None`
+    (unset); `float | int` keywords become `float` flags (`HfArgumentParser` takes one type per flag)."""
+    flags = []
+    for keyword in head_selection_keywords(*UNSET_FLAG_HELP):
+        types = [t for t in typing.get_args(keyword.type) if t is not type(None)] or [keyword.type]
+        if float in types:
+            types = [float]
+        flag_type = typing.Union[tuple(types)] | None if len(types) > 1 else types[0] | None
+        metadata = {"help": keyword.help + UNSET_FLAG_HELP[keyword.role]}
+        if keyword.choices is not None:
+            metadata["choices"] = list(keyword.choices)  # argparse refuses other values (of every item, for a list)
+        flags.append((keyword.name, flag_type, field(default=None, metadata=metadata)))
+    return make_dataclass("HeadSelectionConfigFlags", flags)
+
+
+@dataclass
+class HeadSelectionArguments(config_keyword_flags()):
+    """Head-selection settings: one flag per config keyword (`None` keeps the checkpoint's value, or the package
+    default when training from scratch), then the recipe's own: the temperature schedule and the optimizer group of
+    the selection logits."""
+
     temperature_schedule: str = field(
         default="constant", metadata={"help": "constant, linear or exponential annealing of tau over training."}
     )

@@ -25,21 +25,26 @@ from hf_headsel import (
     HeadSelSpeech2TextConfig,
     HeadSelSpeech2TextForConditionalGeneration,
 )
+from hf_headsel.configuration_head_selection import head_selection_keywords as config_keywords
+from hf_headsel.families import HEADSEL_MODEL_TYPES, STOCK_MODEL_TYPES
 
 from .arguments import HeadSelectionArguments, ModelArguments, RecipeTask
 
 logger = logging.getLogger(__name__)
 
-HEADSEL_MODEL_TYPES = {"headsel_speech_to_text", "headsel_marian"}
-STOCK_MODEL_TYPES = {"speech_to_text", "marian"}
-# Keywords that decide the shape of a head-selection model: a trained checkpoint keeps its own.
-STRUCTURAL_KEYWORDS = (
-    "encoder_tasks", "decoder_tasks", "task_type", "head_selection_strategy", "head_selection_components",
-    "total_encoder_attention_heads", "total_decoder_attention_heads", "cross_attention_task_key", "task_adapter_dim",
-    "task_adapter_key",
-)
-RUNTIME_KEYWORDS = ("head_selection_temperature", "head_selection_kl_weight")
-ADAPTER_KEYWORDS = ("task_adapter_dim", "task_adapter_key")
+
+def keyword_names(*roles: str) -> tuple[str, ...]:
+    return tuple(keyword.name for keyword in config_keywords(*roles))
+
+
+# Keywords that decide the shape of a head-selection model (a trained checkpoint keeps its own): the task lists,
+# then the rest of the structure.
+TASK_KEYWORDS = keyword_names("tasks")
+SHAPE_KEYWORDS = keyword_names("structure")
+STRUCTURAL_KEYWORDS = TASK_KEYWORDS + SHAPE_KEYWORDS
+RUNTIME_KEYWORDS = keyword_names("runtime")
+ADAPTER_KEYWORDS = tuple(name for name in SHAPE_KEYWORDS if name.startswith("task_adapter_"))
+
 # The paper's sizes (Gong et al., 2021, section 4): S2T Transformer for speech, Transformer for text.
 SPEECH_DEFAULTS = dict(
     d_model=256, encoder_layers=12, decoder_layers=6, encoder_attention_heads=4, decoder_attention_heads=4,
@@ -92,7 +97,7 @@ def head_selection_keywords(head_args: HeadSelectionArguments, encoder_tasks: li
                             decoder_tasks: list[str]) -> dict:
     """The head-selection config keywords the user set (`None` flags are left to the defaults)."""
     keywords = {"encoder_tasks": encoder_tasks, "decoder_tasks": decoder_tasks, "task_type": head_args.task_type}
-    for name in STRUCTURAL_KEYWORDS[3:] + RUNTIME_KEYWORDS:
+    for name in [n for n in SHAPE_KEYWORDS if n != "task_type"] + list(RUNTIME_KEYWORDS):
         value = getattr(head_args, name)
         if value is not None:
             keywords[name] = value
@@ -179,7 +184,7 @@ def load_headsel_checkpoint(model_cls: type, path: str, overrides: dict, selecti
     (`--task_adapter_dim`: the adapter baseline on top of a trained model; their up-projections start at zero)."""
     config = AutoConfig.from_pretrained(path, cache_dir=cache_dir)
     addable = ADAPTER_KEYWORDS if not config.task_adapter_dim else ()
-    for name in STRUCTURAL_KEYWORDS[2:]:  # the tasks themselves come from the checkpoint
+    for name in SHAPE_KEYWORDS:  # the tasks themselves come from the checkpoint
         if name in selection and selection[name] != getattr(config, name) and name not in addable:
             raise ValueError(f"{path} has {name}={getattr(config, name)!r}; a trained model's {name} cannot be "
                              f"changed (got {selection[name]!r})")

@@ -1,0 +1,29 @@
+# Copyright 2026 The hf-headsel authors. Licensed under the Apache License, Version 2.0.
+"""The recipes' flags (`headsel_recipes.arguments`): the head-selection flags derive from the config keywords."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from headsel_recipes.arguments import HeadSelectionArguments, parse_arguments
+from hf_headsel.configuration_head_selection import head_selection_keywords
+
+
+def test_every_settable_config_keyword_is_a_flag_documented_by_the_keyword():
+    flags = {f.name: f for f in dataclasses.fields(HeadSelectionArguments)}
+    keywords = head_selection_keywords("tasks", "structure", "runtime")
+    assert keywords and {"encoder_tasks", "head_selection_strategy", "head_selection_temperature"} <= set(flags)
+    for keyword in keywords:
+        flag = flags[keyword.name]
+        assert flag.default is None  # unset: the checkpoint's or the package's value
+        assert flag.metadata["help"].startswith(keyword.help)
+        assert flag.metadata.get("choices") == (list(keyword.choices) if keyword.choices else None)
+    assert not set(flags) & {k.name for k in head_selection_keywords("default")}  # not a training flag
+
+
+def test_a_value_outside_the_keyword_choices_is_refused_by_name(capsys):
+    with pytest.raises(SystemExit):
+        parse_arguments(["--output_dir", "out", "--head_selection_strategy", "grop"])
+    assert "head_selection_strategy" in capsys.readouterr().err
