@@ -33,7 +33,7 @@ from overhead import (  # beside this script (its folder comes first on the modu
     train_step_calls,
 )
 
-from hf_headsel.head_selection import HeadSelectionAttentionMixin  # noqa: E402
+from hf_headsel.attention import HeadSelectionAttentionMixin  # noqa: E402
 
 SYSTEMS = ("stock", "headsel")
 #: Leaf ATen operations that launch no kernel: views, allocations and metadata.

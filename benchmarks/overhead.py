@@ -42,7 +42,7 @@ import transformers
 from transformers import MarianConfig, MarianMTModel
 
 from hf_headsel import HeadSelMarianConfig, HeadSelMarianMTModel
-from hf_headsel.head_selection import HeadSelectionAttentionMixin
+from hf_headsel.attention import HeadSelectionAttentionMixin
 
 from reference_attention import use_all_candidates_attention  # beside this script: its folder is on the path
 

@@ -24,7 +24,8 @@ from torch import nn
 from transformers.cache_utils import EncoderDecoderCache
 from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 
-from hf_headsel.head_selection import DRAWS_KWARG, LAYER_KWARGS, HeadSelectionAttentionMixin, route_from_kwargs
+from hf_headsel.attention import HeadSelectionAttentionMixin
+from hf_headsel.routing import LAYER_KWARGS, ROUTING_KWARG, route_from_kwargs
 from hf_headsel.modeling_headsel_marian import HeadSelMarianAttention
 
 
@@ -41,7 +42,7 @@ class AllCandidatesMarianAttention(HeadSelMarianAttention):
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         route = route_from_kwargs(self.config, self.config.component_sides(self.component), kwargs, hidden_states)
         # the package's own choice: the model's draw for this forward pass (a Gumbel-sigmoid sample in training)
-        heads, gates = self._layer_choice(kwargs.get(DRAWS_KWARG), hidden_states.device)
+        heads, gates = self._layer_choice(kwargs.get(ROUTING_KWARG), hidden_states.device)
         kwargs = {key: value for key, value in kwargs.items() if key not in LAYER_KWARGS}
         example_heads = heads.to(hidden_states.device)[route.ids]  # [batch, H]
         example_gates = None if gates is None else gates[route.ids]  # [batch, H]

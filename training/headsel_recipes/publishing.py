@@ -13,7 +13,7 @@ import logging
 from pathlib import Path
 
 from hf_headsel.analysis import SELECTION_LOG_NAME, write_analysis
-from hf_headsel.head_selection import HeadSelectionModelMixin
+from hf_headsel.modeling_head_selection import HeadSelectionModelMixin
 from hf_headsel.hub import push_to_hub, write_model_card
 
 logger = logging.getLogger("headsel_recipes")
