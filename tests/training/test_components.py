@@ -286,7 +286,22 @@ def test_selection_logits_get_their_own_learning_rate_and_weight_decay(marian, t
     # The stock model has no logits: the Trainer's own groups.
     assert len(_optimizer_groups(marian.stock_model(), tmp_path)) == 2
     with pytest.raises(ValueError, match="head_selection_learning_rate"):
-        _optimizer_groups(marian.model(), tmp_path, selection_learning_rate=0.0)
+        _optimizer_groups(marian.model(), tmp_path, selection_learning_rate=-1e-3)
+
+
+def test_a_zero_selection_learning_rate_freezes_the_logits_and_trains_the_rest(marian, tmp_path):
+    model = marian.model()
+    args = Seq2SeqTrainingArguments(output_dir=str(tmp_path), learning_rate=1e-2, warmup_steps=0, use_cpu=True,
+                                    report_to="none")
+    trainer = HeadSelSeq2SeqTrainer(model=model, args=args, selection_learning_rate=0.0)
+    trainer.create_optimizer_and_scheduler(num_training_steps=10)
+    before = {name: p.detach().clone() for name, p in model.named_parameters()}
+    for p in model.parameters():
+        p.grad = torch.ones_like(p)
+    trainer.optimizer.step()
+    logit_names = {name for name, p in model.named_parameters() if any(p is q for q in selection_logits(model))}
+    assert logit_names and all(torch.equal(model.get_parameter(n), before[n]) for n in logit_names)
+    assert any(not torch.equal(p, before[n]) for n, p in model.named_parameters() if n not in logit_names)
 
 
 def test_evaluation_batches_carry_the_task_tag_prefix_and_generation_is_forced_to_it(marian, tmp_path):

@@ -126,7 +126,8 @@ class HeadSelectionArguments(config_keyword_flags()):
     head_selection_learning_rate: float | None = field(
         default=None,
         metadata={"help": "Peak learning rate of the selection logits phi, in an optimizer group of their own that "
-                          "follows the same schedule (default: --learning_rate)."},
+                          "follows the same schedule (default: --learning_rate; 0 freezes the logits at their initial values: "
+                          "the frozen-selection control)."},
     )
     head_selection_weight_decay: float = field(
         default=0.0,

@@ -79,8 +79,9 @@ class HeadSelSeq2SeqTrainer(Seq2SeqTrainer):
                  sampling_alpha: float = 1.0, selection_learning_rate: float | None = None,
                  selection_weight_decay: float = 0.0, **kwargs):
         super().__init__(*args, **kwargs)
-        if selection_learning_rate is not None and selection_learning_rate <= 0:
-            raise ValueError(f"--head_selection_learning_rate must be > 0, got {selection_learning_rate}")
+        if selection_learning_rate is not None and selection_learning_rate < 0:
+            raise ValueError(f"--head_selection_learning_rate must be >= 0 (0 freezes the selection logits), got "
+                             f"{selection_learning_rate}")
         if selection_weight_decay < 0:
             raise ValueError(f"--head_selection_weight_decay must be >= 0, got {selection_weight_decay}")
         self.selection_learning_rate, self.selection_weight_decay = selection_learning_rate, selection_weight_decay
