@@ -445,6 +445,7 @@ def write_model_card(
         prepare_model_folder(output_dir)  # the card shows the pipelines: make the folder serve them
     return path
 
+
 __all__ = [
     "MetricRecord",
     "collect_metrics",

@@ -103,7 +103,9 @@ def config_keyword_flags() -> type:
         types = [t for t in typing.get_args(keyword.type) if t is not type(None)] or [keyword.type]
         if float in types:
             types = [float]
-        flag_type = typing.Union[tuple(types)] | None if len(types) > 1 else types[0] | None
+        if len(types) != 1:
+            raise TypeError(f"config keyword {keyword.name} has the types {types}: a recipe flag takes one")
+        flag_type = types[0] | None
         metadata = {"help": keyword.help + UNSET_FLAG_HELP[keyword.role]}
         if keyword.choices is not None:
             metadata["choices"] = list(keyword.choices)  # argparse refuses other values (of every item, for a list)

@@ -88,16 +88,21 @@ class Lane:
         path = run.output_dir / CLAIM_FILE
         if path.exists() and not self.held_by_another(run):
             path.unlink(missing_ok=True)  # left by a lane that stopped
+        # Written beside it, then linked into place: the claim appears whole or not at all (`os.link` refuses an
+        # existing name), so no lane ever reads a half-written claim.
+        draft = run.output_dir / f"{CLAIM_FILE}.{self.id}"
+        draft.write_text(f"{socket.gethostname()} {os.getpid()} {self.id}\n")
         try:
-            with path.open("x") as file:
-                file.write(f"{socket.gethostname()} {os.getpid()} {self.id}\n")
+            os.link(draft, path)
         except FileExistsError:
             return False
+        finally:
+            draft.unlink(missing_ok=True)
         return True
 
     def held_by_another(self, run: Run) -> bool:
         """Whether another live lane holds the run: a claim from another machine counts as live, one from this
-        machine while its process runs, one being written (still empty) too."""
+        machine while its process runs, one that does not read `host pid lane-id` too."""
         try:
             fields = (run.output_dir / CLAIM_FILE).read_text().split()
         except FileNotFoundError:
@@ -138,8 +143,7 @@ def source_finished(experiment: Experiment, run: Run) -> bool:
     if run.system.init_from is None:
         return True
     source = experiment.system(run.system.init_from)
-    return results_file(experiment, Run(source, run.seed, run.part,
-                                        run_dir(experiment, source, run.seed, run.part))).exists()
+    return results_path(run_dir(experiment, source, run.seed, run.part), experiment.split).exists()
 
 
 def train_all(experiment: Experiment, task: RecipeTask, runner: RecipeRunner, dry_run: bool = False,
