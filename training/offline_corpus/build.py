@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import logging
 import time
+from collections import Counter
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -14,6 +15,7 @@ from .pairs import DEFAULT_SNAPSHOT, Pair, clean_pairs, read_snapshot, read_whee
 from .po import CleaningRules, SkipCounter
 from .speech import SynthesisResult, Utterance, condition_for, missing_tools, speaker_for, synthesize_all
 from .splits import SPLITS, SplitRules, assign_splits, crossing_sentences
+from .supplement import SUPPLEMENT, supplement_pairs
 from .sources import DEFAULT_SOURCES, LANGUAGES, PackageSource, download_wheels, read_license_notices
 
 logger = logging.getLogger(__name__)
@@ -32,6 +34,8 @@ class CorpusConfig:
         languages: corpus languages (English is always the other side).
         packages: the source projects to choose the domains from (default: [`DEFAULT_SOURCES`]).
         domains: the domains (source projects) to use; `None`: all of `packages`.
+        supplement: also write the train-only supplementary pairs (one-word and placeholder segments,
+            [`offline_corpus.supplement`]) as `mt/supplement_*.jsonl`.
         speech: synthesise speech and write the speech manifests.
         max_speech_per_task: most segments synthesised per language, domain and split (0: all).
         workers: synthesis jobs at once (1 or 2).
@@ -47,6 +51,7 @@ class CorpusConfig:
     packages: tuple[PackageSource, ...] = DEFAULT_SOURCES
     cleaning: CleaningRules = field(default_factory=CleaningRules)
     splitting: SplitRules = field(default_factory=SplitRules)
+    supplement: bool = True
     speech: bool = False
     max_speech_per_task: int = 50
     workers: int = 2
@@ -163,10 +168,13 @@ def build_corpus(config: CorpusConfig) -> dict:
     entries = load_entries(config, skipped)
     pairs = clean_pairs(entries, config.cleaning, skipped)
     splits = assign_splits(pairs, config.splitting)
-    crossing = crossing_sentences(splits)
+    supplement_skipped = Counter()
+    supplement = supplement_pairs(entries, config.cleaning, splits, supplement_skipped) if config.supplement else []
+    # the supplement is training text: it may share sentences with train, never with dev or test
+    crossing = crossing_sentences({**splits, "train": splits["train"] + supplement})
     if crossing:  # cannot happen by construction; checked because the evaluation depends on it
         raise RuntimeError(f"{len(crossing)} sentences cross splits, e.g. {sorted(crossing)[:3]}")
-    write_mt(splits, config.output_dir / "mt")
+    write_mt({**splits, SUPPLEMENT: supplement} if config.supplement else splits, config.output_dir / "mt")
     text_seconds = time.perf_counter() - started
     speech = build_speech(splits, config) if config.speech else {}
     stats = {
@@ -178,7 +186,9 @@ def build_corpus(config: CorpusConfig) -> dict:
         "splitting": asdict(config.splitting),
         "catalog_entries": len(entries),
         "pairs": len(pairs),
-        "text": text_counts(splits),
+        "text": text_counts({**splits, SUPPLEMENT: supplement} if config.supplement else splits),
+        "supplement": {"pairs": len(supplement), "skipped": dict(sorted(supplement_skipped.items()))}
+        if config.supplement else None,
         "skipped": {"by_reason": skipped.by_reason(), "by_domain_and_language": skipped.nested()},
         "speech": speech_counts(speech),
         "speech_settings": {

@@ -177,6 +177,11 @@ def stats_markdown(stats: dict) -> str:
         rows.append(["**hours**", *(cell(stats["speech"], None, d, "hours") for d in domains),
                      cell(stats["speech"], None, None, "hours")])
         lines += _table(header, rows)
+    if stats.get("supplement"):
+        kept = stats["supplement"]["pairs"]
+        left_out = ", ".join(f"{reason} {count:,}" for reason, count in stats["supplement"]["skipped"].items())
+        lines += ["", f"Train-only supplementary pairs (`mt/supplement_*`: one-word and placeholder segments, no "
+                      f"sentence shared with dev or test): {kept:,}" + (f"; left out: {left_out}." if left_out else ".")]
     if stats.get("skipped"):
         reasons = ", ".join(f"{reason} {count:,}" for reason, count in stats["skipped"]["by_reason"].items())
         lines += ["", f"Catalog entries skipped: {reasons}."]
