@@ -9,9 +9,14 @@ operation that counts) except the ones that launch no kernel (views, allocations
 operation is about one kernel launch (a few, such as fused attention, launch more; the optimizer is the same for
 both systems). The counts are deterministic, so a change that adds or removes kernels shows here exactly.
 
-    python benchmarks/op_count.py                # the standard configuration of overhead.py
+The measurements: eval forward, greedy and beam-search generation (`num_beams` of overhead.py) and a training step
+(with the AdamW update), single-task and mixed-task. `--family` and `--components` are overhead.py's (its presets
+included: `paper`, `all`, `cross`).
+
+    python benchmarks/op_count.py                # the standard configuration of overhead.py (Marian)
     python benchmarks/op_count.py --quick        # the tiny one (same counts per layer, fewer layers)
     python benchmarks/op_count.py --tasks 2 4 8 16   # how the count grows with the tasks in a mixed batch
+    python benchmarks/op_count.py --family speech_to_text --components all
 """
 
 from __future__ import annotations
@@ -26,10 +31,13 @@ from torch.profiler import ProfilerActivity, profile
 from overhead import (  # beside this script (its folder comes first on the module path)
     QUICK,
     BenchConfig,
+    add_model_arguments,
     build_models,
     eval_forward_calls,
     generate_calls,
     make_inputs,
+    model_overrides,
+    model_summary,
     train_step_calls,
 )
 
@@ -82,6 +90,10 @@ def measurements(cfg: BenchConfig, models: dict, train_models: dict, mixed: bool
     inputs, routing = make_inputs(cfg, cfg.gen_batch_size, mixed, torch.device("cpu"), labels=False)
     inputs.pop("decoder_input_ids")
     calls[f"generate greedy ({cfg.max_new_tokens} tokens)"] = generate_calls(models, inputs, routing, cfg, 1)
+    if cfg.num_beams > 1:
+        calls[f"generate beam {cfg.num_beams} ({cfg.max_new_tokens} tokens)"] = generate_calls(
+            models, inputs, routing, cfg, cfg.num_beams
+        )
     torch.manual_seed(30 + mixed)
     inputs, routing = make_inputs(cfg, cfg.batch_size, mixed, torch.device("cpu"), labels=True)
     calls["train step"] = train_step_calls(train_models, inputs, routing)
@@ -114,17 +126,18 @@ def count_table(cfg: BenchConfig, verbose: bool = False) -> list[str]:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="the tiny configuration of overhead.py --quick")
+    add_model_arguments(parser)
     parser.add_argument("--tasks", type=int, nargs="+", metavar="T",
                         help="count at each number of tasks per side (a mixed batch holds min(T, batch size) tasks)")
     parser.add_argument("--verbose", action="store_true", help="list the operations head selection adds or removes")
     args = parser.parse_args(argv)
+    model = model_overrides(parser, args)
     if args.tasks and min(args.tasks) < 1:
         raise SystemExit("--tasks must be >= 1")
-    base = BenchConfig(**(QUICK if args.quick else {}))
+    base = BenchConfig(**{**(QUICK if args.quick else {}), **model})
     torch.set_num_threads(1)
-    print(f"Marian, d_model {base.d_model}, {base.layers}+{base.layers} layers, H = {base.heads}, H' = "
-          f"{base.total_heads} ({', '.join(base.components)}). Kernel-launching ATen ops per call (the train step "
-          "includes the AdamW update).")  # fmt: skip
+    print(f"{model_summary(base)}. Kernel-launching ATen ops per call (the train step includes the AdamW "
+          "update).")  # fmt: skip
     for tasks in args.tasks or [None]:
         cfg = base if tasks is None else replace(base, encoder_tasks=tasks, decoder_tasks=tasks)
         print(f"\n{cfg.encoder_tasks} + {cfg.decoder_tasks} tasks\n")

@@ -3,16 +3,18 @@
 
 The fairseq reference implementation of head selection projects queries, keys and values for all `H'` candidate
 heads, attends with all of them, and only then keeps the `H` heads each example's task selects. This module does
-the same inside `hf_headsel`'s own attention class, so it computes exactly what `HeadSelMarianAttention` computes
-(same parameters, same head choice, same gates and the same Gumbel draws in training) at `H'` heads' cost:
+the same inside `hf_headsel`'s own attention classes, so it computes exactly what the head-selection attention of
+each family (`HeadSelMarianAttention`, `HeadSelSpeech2TextAttention`) computes (same parameters, same head choice,
+same gates and the same Gumbel draws in training) at `H'` heads' cost:
 
 1. `q_proj`, `k_proj`, `v_proj` produce all `H' * head_dim` features (the KV cache holds all `H'` heads);
 2. attention runs over all `H'` heads;
 3. each example gathers its task's `H` selected heads into slots `0 .. H-1` and, in training, multiplies them by
    the straight-through gates, before `out_proj`.
 
-It is a benchmark baseline, not part of the package. Use [`use_all_candidates_attention`] on a copy of a
-head-selection model to swap it in.
+The forward lives once, in [`AllCandidatesAttentionMixin`]; each family gets a class that puts it in front of its
+head-selection attention ([`ALL_CANDIDATES_CLASSES`] maps one to the other). It is a benchmark baseline, not part of
+the package. Use [`use_all_candidates_attention`] on a copy of a head-selection model to swap it in.
 """
 
 from __future__ import annotations
@@ -24,13 +26,14 @@ from torch import nn
 from transformers.cache_utils import EncoderDecoderCache
 from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 
-from hf_headsel.attention import HeadSelectionAttentionMixin
 from hf_headsel.routing import LAYER_KWARGS, ROUTING_KWARG, route_from_kwargs
 from hf_headsel.modeling_headsel_marian import HeadSelMarianAttention
+from hf_headsel.modeling_headsel_speech_to_text import HeadSelSpeech2TextAttention
 
 
-class AllCandidatesMarianAttention(HeadSelMarianAttention):
-    """[`HeadSelMarianAttention`] computing all `H'` candidate heads, then dropping the unselected ones."""
+class AllCandidatesAttentionMixin:
+    """Put in front of a family's head-selection attention: all `H'` candidate heads computed, the unselected ones
+    dropped afterwards. Same parameters, selector and head choice as the class it extends."""
 
     def forward(
         self,
@@ -100,19 +103,43 @@ class AllCandidatesMarianAttention(HeadSelMarianAttention):
         return attn_output, attn_weights
 
 
+class AllCandidatesMarianAttention(AllCandidatesAttentionMixin, HeadSelMarianAttention):
+    """[`HeadSelMarianAttention`] computing all `H'` candidate heads, then dropping the unselected ones."""
+
+
+class AllCandidatesSpeech2TextAttention(AllCandidatesAttentionMixin, HeadSelSpeech2TextAttention):
+    """[`HeadSelSpeech2TextAttention`] computing all `H'` candidate heads, then dropping the unselected ones."""
+
+
+#: The head-selection attention of every family -> its all-candidates counterpart.
+ALL_CANDIDATES_CLASSES: dict[type, type] = {
+    HeadSelMarianAttention: AllCandidatesMarianAttention,
+    HeadSelSpeech2TextAttention: AllCandidatesSpeech2TextAttention,
+}
+
+
 def use_all_candidates_attention(model: nn.Module) -> int:
-    """Swap every `HeadSelMarianAttention` of `model` for [`AllCandidatesMarianAttention`], in place.
+    """Swap every head-selection attention of `model` for its all-candidates class ([`ALL_CANDIDATES_CLASSES`]),
+    in place.
 
     Only the class changes (same parameters, same selector); returns how many layers were swapped.
     """
     swapped = 0
     for module in model.modules():
-        if isinstance(module, HeadSelectionAttentionMixin) and type(module) is HeadSelMarianAttention:
-            module.__class__ = AllCandidatesMarianAttention
+        replacement = ALL_CANDIDATES_CLASSES.get(type(module))
+        if replacement is not None:
+            module.__class__ = replacement
             swapped += 1
     if not swapped:
-        raise ValueError("the model has no HeadSelMarianAttention layer to swap")
+        names = ", ".join(cls.__name__ for cls in ALL_CANDIDATES_CLASSES)
+        raise ValueError(f"the model has no head-selection attention layer to swap (one of {names})")
     return swapped
 
 
-__all__ = ["AllCandidatesMarianAttention", "use_all_candidates_attention"]
+__all__ = [
+    "ALL_CANDIDATES_CLASSES",
+    "AllCandidatesAttentionMixin",
+    "AllCandidatesMarianAttention",
+    "AllCandidatesSpeech2TextAttention",
+    "use_all_candidates_attention",
+]

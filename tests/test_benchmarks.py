@@ -3,12 +3,15 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 from pathlib import Path
 
 import pytest
+import torch
 
 import overhead  # benchmarks/ is on the test path (`pythonpath` in setup.cfg)
+from hf_headsel import COMPONENTS
 
 
 def test_overhead_quick_run_checks_the_all_candidates_baseline(tmp_path, capsys):
@@ -57,16 +60,128 @@ def test_single_task_inference_launches_no_more_operations_than_the_stock_model(
         assert headsel <= stock, (name, headsel, stock)
 
 
-def test_op_count_sweeps_the_number_of_tasks(capsys):
+@pytest.fixture
+def tiny_op_count(monkeypatch):
+    """op_count.py's --quick, smaller still: one layer a side, 2 new tokens, 2 beams (the table's shape is the same)."""
     import op_count
 
-    op_count.main(["--quick", "--tasks", "2"])
+    monkeypatch.setattr(op_count, "QUICK", {**overhead.QUICK, "layers": 1, "max_new_tokens": 2, "num_beams": 2})
+    return op_count
+
+
+def table_rows(out: str) -> list[str]:
+    return [line for line in out.splitlines() if line.startswith("| ") and not line.startswith("| measurement")]
+
+
+def test_op_count_sweeps_the_number_of_tasks(tiny_op_count, capsys):
+    tiny_op_count.main(["--quick", "--tasks", "2"])
     out = capsys.readouterr().out
     assert "2 + 2 tasks" in out
-    rows = [line for line in out.splitlines() if line.startswith("| ") and not line.startswith("| measurement")]
-    assert len(rows) == 9  # 3 calls x (single, mixed grouped, mixed gathered)
+    rows = table_rows(out)
+    assert len(rows) == 12  # 4 calls (forward, greedy, beam, train step) x (single, mixed grouped, mixed gathered)
     with pytest.raises(SystemExit, match="--tasks must be >= 1"):
-        op_count.main(["--quick", "--tasks", "0"])
+        tiny_op_count.main(["--quick", "--tasks", "0"])
+
+
+def test_op_count_names_the_family_and_components_and_counts_beam_search(tiny_op_count, monkeypatch, capsys):
+    # the header and the configuration, without profiling (the sweep above runs a whole table)
+    configs = []
+    monkeypatch.setattr(tiny_op_count, "count_table", lambda cfg, verbose=False: configs.append(cfg) or [])
+    tiny_op_count.main(["--quick", "--family", "speech_to_text", "--components", "cross"])
+    header = capsys.readouterr().out.splitlines()[0]
+    assert header.startswith("Speech2Text, ") and "(group; decoder_cross)" in header
+    (cfg,) = configs
+    assert cfg.family == "speech_to_text" and cfg.components == ("decoder_cross",)
+    models = overhead.build_models(cfg, torch.device("cpu"), torch.float32)
+    calls = tiny_op_count.measurements(cfg, models, models, mixed=True)
+    assert list(calls) == ["eval forward", "generate greedy (2 tokens)", "generate beam 2 (2 tokens)", "train step"]
+
+
+# ---- overhead.py: families and components --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "family, preset, components",
+    [
+        ("speech_to_text", "paper", ("encoder_self", "decoder_self")),
+        ("speech_to_text", "all", ("encoder_self", "decoder_self", "decoder_cross")),
+        ("marian", "all", ("encoder_self", "decoder_self", "decoder_cross")),
+        ("marian", "cross", ("decoder_cross",)),
+    ],
+)
+def test_overhead_quick_run_per_family_and_components(family, preset, components, tmp_path, capsys):
+    out = tmp_path / "overhead.json"
+    argv = ["--quick", "--family", family, "--components", preset, "--only", "beam 5, mixed", "--json", str(out)]
+    overhead.main(argv)
+    report = json.loads(out.read_text())
+    assert report["config"]["family"] == family and tuple(report["config"]["components"]) == components
+    # the all-candidates baseline was checked equal to head selection before timing, gradients included
+    assert report["equivalence"]["train_gradients_checked"] > 0
+    assert [result["name"] for result in report["results"]] == ["generate beam 5, mixed-task"]
+    assert report["results"][0]["target"] == overhead.TARGETS["generate beam", "mixed"]
+    header = next(line for line in capsys.readouterr().out.splitlines() if "d_model" in line)
+    assert header.startswith(overhead.FAMILIES[family].name + ", ") and f"(group; {', '.join(components)})" in header
+
+
+def test_speech_to_text_inputs_subsample_to_the_source_length():
+    cfg = overhead.BenchConfig(**overhead.QUICK, family="speech_to_text")
+    torch.manual_seed(0)
+    inputs, routing = overhead.make_inputs(cfg, 3, mixed=True, device=torch.device("cpu"), labels=True)
+    assert inputs["input_features"].shape == (3, 4 * cfg.src_len, cfg.num_mel_bins)
+    assert inputs["attention_mask"].shape == (3, 4 * cfg.src_len) and inputs["attention_mask"][0].all()
+    assert (inputs["input_features"][inputs["attention_mask"] == 0] == 0).all()  # padded frames are silent
+    assert inputs["labels"].min() >= overhead.FAMILIES["speech_to_text"].first_token  # no special token
+    model = overhead.build_models(cfg, torch.device("cpu"), torch.float32)["stock"]
+    assert cfg.attn_implementation == "eager"  # the only one the stock Speech2Text supports
+    lengths = model.model.encoder._get_feat_extract_output_lengths(inputs["attention_mask"].sum(-1))
+    assert lengths[0] == cfg.src_len
+
+
+@pytest.mark.parametrize("components", [("encoder_self", "decoder_self", "decoder_cross"), ("decoder_cross",)])
+def test_speech_to_text_all_candidates_baseline_equals_head_selection(components):
+    from reference_attention import ALL_CANDIDATES_CLASSES, AllCandidatesSpeech2TextAttention
+
+    from hf_headsel.families import FAMILIES
+
+    # every family of the package has its all-candidates class
+    assert set(ALL_CANDIDATES_CLASSES) == {family.model_class.attention_class for family in FAMILIES}
+    cfg = overhead.BenchConfig(**overhead.QUICK, family="speech_to_text", components=components)
+    models = overhead.build_models(cfg, torch.device("cpu"), torch.float32)
+    swapped = [m for m in models["all_candidates"].modules() if isinstance(m, AllCandidatesSpeech2TextAttention)]
+    assert len(swapped) == cfg.layers * len(components)
+    report = overhead.check_equivalence(models, cfg, torch.device("cpu"), torch.float32)
+    assert report["train_gradients_checked"] > 0 and report["eval_mixed_max_abs_diff"] < 1e-5
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--family", "bart"], "argument --family: invalid choice: 'bart'"),
+        (["--components", "everything"], "argument --components: invalid choice: 'everything'"),
+        (["--components", "all", "decoder_cross"], "a preset (paper, all, cross) stands alone"),
+        (["--components", "decoder_cross", "decoder_cross"], "a component is given twice"),
+    ],
+)
+def test_bad_family_or_components_are_refused_before_any_model_is_built(argv, message, monkeypatch, capsys):
+    import op_count
+
+    monkeypatch.setattr(overhead, "build_models", lambda *args: pytest.fail("built models for bad arguments"))
+    monkeypatch.setattr(op_count, "build_models", lambda *args: pytest.fail("built models for bad arguments"))
+    for script in (overhead, op_count):
+        with pytest.raises(SystemExit) as exit_info:
+            script.main(["--quick", *argv])
+        assert exit_info.value.code == 2 and message in capsys.readouterr().err
+
+
+def test_component_presets():
+    parser = argparse.ArgumentParser()
+    assert overhead.parse_components(parser, ["paper"]) == overhead.BenchConfig().components
+    assert overhead.parse_components(parser, ["all"]) == COMPONENTS
+    assert overhead.parse_components(parser, ["cross"]) == ("decoder_cross",)
+    assert overhead.parse_components(parser, ["decoder_cross", "encoder_self"]) == ("encoder_self", "decoder_cross")
+    assert overhead.parse_components(parser, None) is None
+    with pytest.raises(ValueError, match="unknown family 'bart'"):
+        overhead.BenchConfig(family="bart")
 
 
 def write_run(folder: Path, predict_metrics: dict, rows: list[tuple[str, str, str]]) -> None:
