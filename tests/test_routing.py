@@ -322,3 +322,37 @@ def test_layers_get_one_routing_keyword_with_the_routes_and_draws(family):
         assert (routing.draws is not None) == training
         if training:
             assert set(routing.draws) == set(ALL_COMPONENTS)
+
+
+@pytest.mark.parametrize("num_beams", [1, 3])
+def test_generate_validates_each_id_tensor_once_not_per_layer(family, monkeypatch, num_beams):
+    """`generate`'s encoder pass routes the encoder ids once for all its layers (each validation of an id tensor is
+    a host synchronisation); the decoding steps reuse the routes of the first step. Beam search expands the ids once,
+    which is routed once more. The output is the same as routing every layer by itself."""
+    from transformers import GenerationMixin
+
+    from hf_headsel import routing
+
+    model = mixed_model(family, "group", head_selection_components=list(ALL_COMPONENTS)).eval()
+    kwargs = dict(**family.inputs(), **MIXED, num_beams=num_beams, max_new_tokens=4)
+    validated = []
+    original = routing.task_route
+
+    def counting(config, side, task_ids, *args):
+        validated.append((side, tuple(task_ids.shape) if isinstance(task_ids, torch.Tensor) else task_ids))
+        return original(config, side, task_ids, *args)
+
+    monkeypatch.setattr(routing, "task_route", counting)
+    monkeypatch.setattr("hf_headsel.modeling_head_selection.task_route", counting)
+    generated = model.generate(**kwargs)
+    batch, expanded = len(ENCODER_IDS), len(ENCODER_IDS) * num_beams
+    steps = [("decoder", (batch,))] if num_beams == 1 else [("encoder", (expanded,)), ("decoder", (expanded,))]
+    assert validated == [("encoder", (batch,)), *steps]
+    # the stock encoder pass (raw ids, validated in every layer) generates the same
+    monkeypatch.setattr(type(model), "_prepare_text_encoder_decoder_kwargs_for_generation",
+                        GenerationMixin._prepare_text_encoder_decoder_kwargs_for_generation)
+    model.__dict__.pop("_route_memo")
+    validated.clear()
+    torch.testing.assert_close(model.generate(**kwargs), generated)
+    layers = sum(1 for component, _, _ in selecting_attentions(model) if component == "encoder_self")
+    assert validated == [("encoder", (batch,))] * layers + [("encoder", (expanded,)), ("decoder", (expanded,))]

@@ -26,7 +26,16 @@ from .adapters import TaskAdapters
 from .attention import HeadSelectionAttentionMixin
 from .configuration_head_selection import HeadSelectionConfigMixin, attention_path
 from .conversion import export_task_model, from_stock
-from .routing import Routing, TaskRoute, is_compiling, route_from_kwargs, task_names, task_route
+from .routing import (
+    ROUTING_KWARG,
+    Routing,
+    TaskRoute,
+    first_tensor,
+    is_compiling,
+    route_from_kwargs,
+    task_names,
+    task_route,
+)
 from .selection import LOGIT_INIT_RANGE, ComponentSelectors, HeadSelector
 
 
@@ -237,17 +246,17 @@ class HeadSelectionModelMixin(HeadSelectionBaseModelMixin):
             torch.as_tensor(ids) if isinstance(ids, (list, tuple)) else ids
             for ids in (encoder_task_ids, decoder_task_ids)
         )
-        encoder_uses_decoder_tasks = "decoder" in self.config.adapter_sides("encoder") and self.config.task_adapter_dim
-        if encoder_uses_decoder_tasks and kwargs.get("encoder_outputs") is None:
+        if self._encoder_uses_decoder_tasks() and kwargs.get("encoder_outputs") is None:
             inputs = kwargs.pop(self.main_input_name, inputs)
             encoder_inputs = {self.main_input_name: inputs} if inputs is not None else {
                 "inputs_embeds": kwargs.pop("inputs_embeds", None)}
+            reference = first_tensor(*encoder_inputs.values())
             with torch.no_grad():
                 kwargs["encoder_outputs"] = self.get_encoder()(
                     **encoder_inputs,
                     attention_mask=kwargs.get("attention_mask"),
-                    encoder_task_ids=encoder_task_ids,
-                    decoder_task_ids=decoder_task_ids,
+                    head_selection_routing=self.task_routes(
+                        encoder_task_ids, decoder_task_ids, reference.shape[0], reference.device),
                     output_attentions=kwargs.get("output_attentions", self.generation_config.output_attentions),
                     output_hidden_states=kwargs.get(
                         "output_hidden_states", self.generation_config.output_hidden_states
@@ -257,6 +266,26 @@ class HeadSelectionModelMixin(HeadSelectionBaseModelMixin):
         return super().generate(
             inputs, *args, encoder_task_ids=encoder_task_ids, decoder_task_ids=decoder_task_ids, **kwargs
         )
+
+    def _encoder_uses_decoder_tasks(self) -> bool:
+        """Whether the encoder's layers need the decoder tasks too (adapters keyed by direction)."""
+        return bool(self.config.task_adapter_dim) and "decoder" in self.config.adapter_sides("encoder")
+
+    def _prepare_text_encoder_decoder_kwargs_for_generation(self, inputs_tensor, model_kwargs, model_input_name,
+                                                             generation_config):
+        """The stock encoder pass of `generate`, its task ids validated and routed once for all the layers: raw ids
+        would be validated by every layer, each time with a host synchronisation."""
+        if ROUTING_KWARG in model_kwargs or self._encoder_uses_decoder_tasks():
+            return super()._prepare_text_encoder_decoder_kwargs_for_generation(
+                inputs_tensor, model_kwargs, model_input_name, generation_config)
+        route = self._remembered_route(
+            "encoder", model_kwargs.get("encoder_task_ids"), inputs_tensor.shape[0], inputs_tensor.device)
+        model_kwargs[ROUTING_KWARG] = Routing(encoder=route, decoder=None)  # the encoder reads only its own side
+        try:
+            return super()._prepare_text_encoder_decoder_kwargs_for_generation(
+                inputs_tensor, model_kwargs, model_input_name, generation_config)
+        finally:  # the decoding steps route themselves (`forward`)
+            model_kwargs.pop(ROUTING_KWARG, None)
 
     def export_task_model(self, task: str | None = None, *, encoder_task: str | None = None,
                           decoder_task: str | None = None):

@@ -216,11 +216,13 @@ class Routing:
     autograd, where the layers use their cached choice)."""
 
     encoder: TaskRoute
-    decoder: TaskRoute
+    decoder: TaskRoute | None  # None: the encoder called alone (`generate`'s encoder pass) routes only its side
     draws: dict | None = None
 
     def keyed(self, config: HeadSelectionConfigMixin, sides: Sequence[str]) -> TaskRoute:
         """The route keyed by the tasks of `sides` (see [`keyed_route`])."""
+        if self.decoder is None and "decoder" in sides:
+            raise ValueError(f"this routing has no decoder route, but a layer keyed by {tuple(sides)} needs one")
         return keyed_route(config, sides, {"encoder": self.encoder, "decoder": self.decoder})
 
 
