@@ -174,6 +174,30 @@ def test_eval_outputs_follow_in_place_weight_changes(family):
     torch.testing.assert_close(flipped, eval_logits(fresh_copy(family, model), family))
 
 
+def test_gathered_eval_follows_in_place_id_changes_and_a_new_choice(family, monkeypatch):
+    """A mixed batch projected over all candidates keeps each example's heads while the id tensor and the choice are
+    those of the last call (decoding steps): an in-place change of the ids, or of phi, is seen."""
+    from hf_headsel.attention import HeadSelectionAttentionMixin
+
+    monkeypatch.setattr(HeadSelectionAttentionMixin, "mixed_batch_projection", "gathered")
+    model = mixed_model(family, "group")
+    ids = {name: value.clone() for name, value in MIXED.items()}
+    inputs, decoder_input_ids = family.inputs(), family.decoder_input_ids()
+    before = forward_logits(model, inputs, decoder_input_ids, **ids)
+    torch.testing.assert_close(forward_logits(model, inputs, decoder_input_ids, **ids), before)
+    ids["decoder_task_ids"].copy_(ids["decoder_task_ids"].flip(0))  # same tensor, new ids
+    moved = forward_logits(model, inputs, decoder_input_ids, **ids)
+    assert not torch.allclose(moved, before)
+    fresh_ids = {name: value.clone() for name, value in ids.items()}
+    torch.testing.assert_close(moved, forward_logits(fresh_copy(family, model), inputs, decoder_input_ids, **fresh_ids))
+    with torch.no_grad():
+        for selector in model.head_selection.values():
+            selector.logits.neg_()
+    flipped = forward_logits(model, inputs, decoder_input_ids, **ids)
+    assert not torch.allclose(flipped, moved)
+    torch.testing.assert_close(flipped, forward_logits(fresh_copy(family, model), inputs, decoder_input_ids, **fresh_ids))
+
+
 def test_eval_outputs_follow_load_state_dict(family):
     model = mixed_model(family, "group")
     other = family.model(seed=99, config=copy.deepcopy(model.config))

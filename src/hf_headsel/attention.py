@@ -222,9 +222,23 @@ class HeadSelectionAttentionMixin:
         if heads is None:
             heads = self._layer_choice(None, device)[0]
             weight, bias = self._eval_cached("all", self._stacked_weights)
+            example_heads = self._cached_example_heads(route, heads)
         else:
             weight, bias = self._stacked_weights()
-        return partial(self._project_gathered, weight=weight, bias=bias, example_heads=heads[route.ids])
+            example_heads = heads[route.ids]
+        return partial(self._project_gathered, weight=weight, bias=bias, example_heads=example_heads)
+
+    def _cached_example_heads(self, route: TaskRoute, heads: torch.LongTensor) -> torch.LongTensor:
+        """`heads[route.ids]`, kept while the ids (the same tensor, unchanged) and the cached choice `heads` are the
+        ones of the last call: `generate` routes every decoding step with the same ids."""
+        if is_compiling():
+            return heads[route.ids]
+        key = (route.ids, route.ids._version, heads)  # the tensors themselves: their ids cannot be reused meanwhile
+        cached = self.__dict__.get("_example_heads")
+        if cached is None or cached[0] is not key[0] or cached[1] != key[1] or cached[2] is not key[2]:
+            cached = (*key, heads[route.ids])
+            self.__dict__["_example_heads"] = cached
+        return cached[3]
 
     def _part_rows(self, weight: torch.Tensor, bias: torch.Tensor | None, part: str, heads: int):
         """The rows of `part` of a stacked q/k/v weight and bias holding `heads` heads per projection."""
