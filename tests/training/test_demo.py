@@ -23,10 +23,9 @@ DIRECTIONS = tuple(("en", lang) for lang in LANGUAGES)
 
 
 def write_tiny_corpus(folder: Path) -> Path:
-    """`mt/{split}_en_{lang}_{domain}.jsonl` and the `stats.json` counts, as `training/build_corpus.py` writes them
-    (with the train-only supplement)."""
+    """`mt/{split}_en_{lang}_{domain}.jsonl` and the `stats.json` counts, as `training/build_corpus.py` writes them."""
     counts: dict[str, dict[str, Counter]] = {}
-    for split, size, seed in (("train", 64, 1), ("supplement", 16, 2), ("test", 12, 3)):
+    for split, size, seed in (("train", 64, 1), ("test", 12, 3)):
         rows = text_rows(size, seed=seed, directions=DIRECTIONS)
         for index, row in enumerate(rows):  # text_rows alternates directions and domains in step: mix them
             row["domain"] = ("news", "web")[index // 2 % 2]
@@ -170,22 +169,6 @@ def test_corpus_is_complete_only_with_every_counted_file(tmp_path):
     assert not demo.corpus_is_complete(corpus, LANGUAGES)
     (corpus / "stats.json").unlink()
     assert not demo.corpus_is_complete(corpus, ("de",))
-
-
-def test_a_corpus_without_the_supplement_is_rebuilt(tmp_path):
-    corpus = write_tiny_corpus(tmp_path)  # built before the supplement existed: no supplement files or counts
-    stats = json.loads((corpus / "stats.json").read_text())
-    del stats["text"]["supplement"]
-    (corpus / "stats.json").write_text(json.dumps(stats))
-    assert not demo.corpus_is_complete(corpus, LANGUAGES)
-
-
-def test_both_systems_train_on_the_train_split_and_the_supplement(demo_run):
-    settings, _, _ = demo_run
-    for system in demo.SYSTEMS:
-        flags = json.loads((demo.system_dir(settings, system) / "run_config.json").read_text())
-        names = sorted(Path(path).name.rsplit("_", 3)[0] for path in flags["train_file"])
-        assert names == ["supplement"] * 4 + ["train"] * 4  # 2 languages x 2 domains each
 
 
 def test_settings_reject_unknown_languages(tmp_path):

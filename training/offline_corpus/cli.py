@@ -42,9 +42,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--dev_fraction", type=float, default=SplitRules.dev_fraction)
     p.add_argument("--test_fraction", type=float, default=SplitRules.test_fraction)
     p.add_argument("--seed", type=int, default=SplitRules.seed, help="Seed of the split assignment.")
-    p.add_argument("--no_supplement", action="store_true",
-                   help="Do not write the train-only supplementary pairs (mt/supplement_*.jsonl: one-word and "
-                        "placeholder segments, kept out of dev and test).")
+    p.add_argument("--supplement", action="store_true",
+                   help="Also write train-only supplementary pairs (mt/supplement_*.jsonl: one-word and placeholder "
+                        "segments the splits skip, none sharing a sentence with dev or test).")
     p.add_argument("--speech", action="store_true", help="Synthesise speech and write ASR/ST manifests.")
     p.add_argument("--max_speech_per_task", type=int, default=CorpusConfig.max_speech_per_task,
                    help="Most speech segments per language, domain and split (0: all).")
@@ -62,7 +62,7 @@ def config_from_args(args: argparse.Namespace) -> CorpusConfig:
         write_snapshot=args.write_snapshot, languages=args.languages, domains=args.domains,
         cleaning=CleaningRules(args.min_source_words, args.max_source_words),
         splitting=SplitRules(args.dev_fraction, args.test_fraction, args.seed),
-        supplement=not args.no_supplement, speech=args.speech, max_speech_per_task=args.max_speech_per_task,
+        supplement=args.supplement, speech=args.speech, max_speech_per_task=args.max_speech_per_task,
         workers=args.workers, reuse_audio=not args.no_reuse_audio, progress=not args.quiet,
     )
 
