@@ -175,7 +175,8 @@ def build_corpus(config: CorpusConfig) -> dict:
     crossing = crossing_sentences({**splits, "train": splits["train"] + supplement})
     if crossing:  # cannot happen by construction; checked because the evaluation depends on it
         raise RuntimeError(f"{len(crossing)} sentences cross splits, e.g. {sorted(crossing)[:3]}")
-    write_mt({**splits, SUPPLEMENT: supplement} if config.supplement else splits, config.output_dir / "mt")
+    written = {**splits, SUPPLEMENT: supplement} if config.supplement else splits
+    write_mt(written, config.output_dir / "mt")
     text_seconds = time.perf_counter() - started
     speech = build_speech(splits, config) if config.speech else {}
     stats = {
@@ -187,7 +188,7 @@ def build_corpus(config: CorpusConfig) -> dict:
         "splitting": asdict(config.splitting),
         "catalog_entries": len(entries),
         "pairs": len(pairs),
-        "text": text_counts({**splits, SUPPLEMENT: supplement} if config.supplement else splits),
+        "text": text_counts(written),
         "supplement": {"pairs": len(supplement), "skipped": dict(sorted(supplement_skipped.items()))}
         if config.supplement else None,
         "skipped": {"by_reason": skipped.by_reason(), "by_domain_and_language": skipped.nested()},

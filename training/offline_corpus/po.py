@@ -148,9 +148,9 @@ def strip_markup(text: str) -> str:
     return WHITESPACE.sub(" ", text.replace("\u00a0", " ")).strip()
 
 
-def raw_skip_reason(source: str, target: str) -> str | None:
-    """Why a raw pair must be skipped before markup is stripped (placeholders, URLs), or `None`."""
-    if PLACEHOLDER.search(source) or PLACEHOLDER.search(target):
+def raw_skip_reason(source: str, target: str, keep_placeholders: bool = False) -> str | None:
+    """Why a raw pair must be skipped before markup is stripped (placeholders, unless kept; URLs), or `None`."""
+    if not keep_placeholders and (PLACEHOLDER.search(source) or PLACEHOLDER.search(target)):
         return "placeholder"
     if URL.search(source) or URL.search(target):
         return "url"
@@ -175,9 +175,12 @@ def cleaned_skip_reason(source: str, target: str, lang: str, rules: CleaningRule
     return None
 
 
-def clean_entry(entry: CatalogEntry, rules: CleaningRules = CleaningRules()) -> tuple[str, str] | str:
-    """The cleaned `(source, target)` of an entry, or the name of the rule that skips it (see [`SKIP_REASONS`])."""
-    reason = raw_skip_reason(entry.source, entry.target)
+def clean_entry(
+    entry: CatalogEntry, rules: CleaningRules = CleaningRules(), keep_placeholders: bool = False
+) -> tuple[str, str] | str:
+    """The cleaned `(source, target)` of an entry, or the name of the rule that skips it (see [`SKIP_REASONS`]).
+    `keep_placeholders`: `%(name)s`-style placeholders do not skip it (`{0}`-style ones still do, as markup)."""
+    reason = raw_skip_reason(entry.source, entry.target, keep_placeholders)
     if reason:
         return reason
     source, target = strip_markup(entry.source), strip_markup(entry.target)

@@ -23,7 +23,7 @@ from collections.abc import Iterable
 from dataclasses import replace
 
 from .pairs import Pair, pair_id
-from .po import URL, CatalogEntry, CleaningRules, clean_entry, cleaned_skip_reason, normalize_text, strip_markup
+from .po import CatalogEntry, CleaningRules, clean_entry, normalize_text
 from .splits import source_node, target_node
 
 SUPPLEMENT = "supplement"
@@ -37,11 +37,7 @@ def supplement_entry(entry: CatalogEntry, rules: CleaningRules) -> tuple[str, st
     the entry is not a candidate (the main corpus keeps it, or skips it for another reason)."""
     if clean_entry(entry, rules) not in SUPPLEMENTED_REASONS:
         return None
-    if URL.search(entry.source) or URL.search(entry.target):
-        return "url"
-    source, target = strip_markup(entry.source), strip_markup(entry.target)
-    one_word = replace(rules, min_source_words=1)
-    return cleaned_skip_reason(source, target, entry.lang, one_word) or (source, target)
+    return clean_entry(entry, replace(rules, min_source_words=1), keep_placeholders=True)
 
 
 def supplement_pairs(
