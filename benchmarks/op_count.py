@@ -33,12 +33,10 @@ from overhead import (  # beside this script (its folder comes first on the modu
     BenchConfig,
     add_model_arguments,
     build_models,
-    eval_forward_calls,
-    generate_calls,
-    make_inputs,
+    measurement_calls,
+    measurement_label,
     model_overrides,
     model_summary,
-    train_step_calls,
 )
 
 from hf_headsel.attention import HeadSelectionAttentionMixin  # noqa: E402
@@ -82,22 +80,10 @@ def count_ops(run) -> collections.Counter:
 
 
 def measurements(cfg: BenchConfig, models: dict, train_models: dict, mixed: bool) -> dict:
-    """`{name: {system: run}}` for one batch kind, as overhead.py builds them."""
-    torch.manual_seed(10 + mixed)
-    inputs, routing = make_inputs(cfg, cfg.batch_size, mixed, torch.device("cpu"), labels=False)
-    calls = {"eval forward": eval_forward_calls(models, inputs, routing)}
-    torch.manual_seed(20 + mixed)
-    inputs, routing = make_inputs(cfg, cfg.gen_batch_size, mixed, torch.device("cpu"), labels=False)
-    inputs.pop("decoder_input_ids")
-    calls[f"generate greedy ({cfg.max_new_tokens} tokens)"] = generate_calls(models, inputs, routing, cfg, 1)
-    if cfg.num_beams > 1:
-        calls[f"generate beam {cfg.num_beams} ({cfg.max_new_tokens} tokens)"] = generate_calls(
-            models, inputs, routing, cfg, cfg.num_beams
-        )
-    torch.manual_seed(30 + mixed)
-    inputs, routing = make_inputs(cfg, cfg.batch_size, mixed, torch.device("cpu"), labels=True)
-    calls["train step"] = train_step_calls(train_models, inputs, routing)
-    return calls
+    """`{name: {system: run}}` for one batch kind: overhead.py's measurements, generation named with its tokens."""
+    calls = measurement_calls(cfg, models, train_models, mixed, torch.device("cpu"))
+    return {(f"{measurement_label(name, cfg)} ({cfg.max_new_tokens} tokens)" if name.startswith("generate") else name):
+            run for name, run in calls.items()}
 
 
 def count_table(cfg: BenchConfig, verbose: bool = False) -> list[str]:

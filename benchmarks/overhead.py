@@ -449,13 +449,46 @@ def train_step_calls(models: dict, inputs: dict, routing: dict) -> dict:
     return {system: call(system) for system in SYSTEMS}
 
 
+def measurement_calls(cfg: BenchConfig, models: dict, train_models: dict, mixed: bool,
+                      device: torch.device) -> dict[str, dict]:
+    """`{measurement: {system: call}}` of one batch kind, keyed as [`TARGETS`]: eval forward, greedy and (with
+    `num_beams > 1`) beam generation, and a training step on `train_models`. Each measurement's inputs are drawn from
+    its own seed, so every script that builds them (overhead.py, op_count.py) measures the same batches."""
+    torch.manual_seed(10 + mixed)
+    inputs, routing = make_inputs(cfg, cfg.batch_size, mixed, device, labels=False)
+    calls = {"eval forward": eval_forward_calls(models, inputs, routing)}
+    torch.manual_seed(20 + mixed)
+    inputs, routing = make_inputs(cfg, cfg.gen_batch_size, mixed, device, labels=False)
+    inputs.pop("decoder_input_ids")
+    calls["generate greedy"] = generate_calls(models, inputs, routing, cfg, num_beams=1)
+    if cfg.num_beams > 1:
+        calls["generate beam"] = generate_calls(models, inputs, routing, cfg, num_beams=cfg.num_beams)
+    torch.manual_seed(30 + mixed)
+    inputs, routing = make_inputs(cfg, cfg.batch_size, mixed, device, labels=True)
+    calls["train step"] = train_step_calls(train_models, inputs, routing)
+    return calls
+
+
+def measurement_label(measurement: str, cfg: BenchConfig) -> str:
+    """The name a measurement key of [`measurement_calls`] is shown under (the beam row names its beam size)."""
+    return f"generate beam {cfg.num_beams}" if measurement == "generate beam" else measurement
+
+
+def measurement_order(cfg: BenchConfig) -> list[tuple[bool, str]]:
+    """`(mixed, measurement)` in table order: inference single-task then mixed-task, then training mixed then
+    single."""
+    inference = ["eval forward", "generate greedy", *(["generate beam"] if cfg.num_beams > 1 else [])]
+    return [(mixed, name) for mixed in (False, True) for name in inference] + [(True, "train step"),
+                                                                              (False, "train step")]
+
+
+def measurement_name(mixed: bool, measurement: str, cfg: BenchConfig) -> str:
+    return f"{measurement_label(measurement, cfg)}, {'mixed' if mixed else 'single'}-task"
+
+
 def measurement_names(cfg: BenchConfig) -> list[str]:
     """The names of the measurements [`benchmark`] runs, in table order."""
-    names = []
-    for kind in ("single", "mixed"):
-        names += [f"eval forward, {kind}-task", f"generate greedy, {kind}-task"]
-        names += [f"generate beam {cfg.num_beams}, {kind}-task"] if cfg.num_beams > 1 else []
-    return names + ["train step, mixed-task", "train step, single-task"]
+    return [measurement_name(mixed, measurement, cfg) for mixed, measurement in measurement_order(cfg)]
 
 
 def benchmark(cfg: BenchConfig, device: torch.device, dtype: torch.dtype, log=print,
@@ -464,27 +497,10 @@ def benchmark(cfg: BenchConfig, device: torch.device, dtype: torch.dtype, log=pr
     # Training steps change the weights, so training runs on copies and evaluation uses the originals.
     models = build_models(cfg, device, dtype)
     train_models = {name: copy.deepcopy(model) for name, model in models.items()}
-    plan = []
-    for mixed in (False, True):
-        kind = "mixed" if mixed else "single"
-        torch.manual_seed(10 + mixed)
-        inputs, routing = make_inputs(cfg, cfg.batch_size, mixed, device, labels=False)
-        plan.append((Measurement(f"eval forward, {kind}-task", TARGETS["eval forward", kind]),
-                     eval_forward_calls(models, inputs, routing)))  # fmt: skip
-        torch.manual_seed(20 + mixed)
-        inputs, routing = make_inputs(cfg, cfg.gen_batch_size, mixed, device, labels=False)
-        inputs.pop("decoder_input_ids")
-        plan.append((Measurement(f"generate greedy, {kind}-task", TARGETS["generate greedy", kind]),
-                     generate_calls(models, inputs, routing, cfg, num_beams=1)))  # fmt: skip
-        if cfg.num_beams > 1:
-            plan.append((Measurement(f"generate beam {cfg.num_beams}, {kind}-task", TARGETS["generate beam", kind]),
-                         generate_calls(models, inputs, routing, cfg, num_beams=cfg.num_beams)))  # fmt: skip
-    for mixed in (True, False):
-        kind = "mixed" if mixed else "single"
-        torch.manual_seed(30 + mixed)
-        inputs, routing = make_inputs(cfg, cfg.batch_size, mixed, device, labels=True)
-        plan.append((Measurement(f"train step, {kind}-task", TARGETS["train step", kind]),
-                     train_step_calls(train_models, inputs, routing)))  # fmt: skip
+    calls = {mixed: measurement_calls(cfg, models, train_models, mixed, device) for mixed in (False, True)}
+    plan = [(Measurement(measurement_name(mixed, measurement, cfg), TARGETS[measurement, "mixed" if mixed else
+                                                                             "single"]), calls[mixed][measurement])
+            for mixed, measurement in measurement_order(cfg)]  # fmt: skip
     results = []
     for measurement, calls in plan:
         if only and only not in measurement.name:
