@@ -133,6 +133,9 @@ def next_run(experiment: Experiment, runs: list[Run], lane: Lane, tried: list[Ru
         left = [run for run in runs if not results_file(experiment, run).exists() and run not in tried]
         for run in left:
             if source_finished(experiment, run) and lane.claim(run):
+                if results_file(experiment, run).exists():  # another lane finished it after `left` was listed
+                    lane.release(run)
+                    continue
                 return run
         if not any(lane.held_by_another(run) for run in left):
             return None
