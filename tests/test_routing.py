@@ -86,11 +86,23 @@ def test_out_of_range_ids_raise_naming_the_tasks(family, side, bad_id):
     assert all(task in str(error.value) for task in tasks)
 
 
+def test_task_route_takes_tasks_lying_side_by_side_as_slices():
+    from hf_headsel.routing import TaskRoute
+
+    ids = torch.tensor([2, 2, 0, 1, 1, 1])
+    route = TaskRoute.build(ids)
+    assert route.tasks == (2, 0, 1) and route.sizes == (2, 1, 3) and not route.interleaved
+    assert route.task_index.tolist() == [2, 0, 1]
+    states = torch.arange(6.0)[:, None]
+    torch.testing.assert_close(route.per_task(states, lambda task, rows: rows * 10 + task), states * 10 + ids[:, None])
+    assert TaskRoute.build(torch.tensor([1, 0, 1])).interleaved  # task 1 in two places: gathered
+
+
 def test_task_route_lays_a_mixed_batch_out_task_by_task():
     from hf_headsel.routing import TaskRoute
 
     ids = torch.tensor([2, 0, 2, 1, 0, 2])
-    route = TaskRoute.build(ids, num_tasks=4)
+    route = TaskRoute.build(ids)
     assert route.tasks == (0, 1, 2) and route.sizes == (2, 1, 3) and route.single_task is None
     assert ids[route.order].tolist() == [0, 0, 1, 2, 2, 2]
     assert route.order[route.inverse].tolist() == list(range(6))
@@ -305,6 +317,7 @@ def test_layers_get_one_routing_keyword_with_the_routes_and_draws(family):
     from hf_headsel.routing import ROUTING_KWARG, Routing
 
     model = family.model(head_selection_components=ALL_COMPONENTS)
+    model.group_mixed_batches = False  # the batch as given (grouping: see the tests below)
     seen = []
     attention = selecting_attentions(model)[0][2]
     attention.register_forward_pre_hook(lambda module, args, kwargs: seen.append(dict(kwargs)), with_kwargs=True)
@@ -356,3 +369,54 @@ def test_generate_validates_each_id_tensor_once_not_per_layer(family, monkeypatc
     torch.testing.assert_close(model.generate(**kwargs), generated)
     layers = sum(1 for component, _, _ in selecting_attentions(model) if component == "encoder_self")
     assert validated == [("encoder", (batch,))] * layers + [("encoder", (expanded,)), ("decoder", (expanded,))]
+
+
+def test_a_mixed_batch_is_grouped_by_task_for_the_layers(family):
+    """A full forward pass of an interleaved batch hands the layers the batch grouped by decoder task, then encoder
+    task: no layer gathers or scatters rows for a side whose tasks then lie side by side."""
+    from hf_headsel.routing import ROUTING_KWARG
+
+    model = family.model(head_selection_components=ALL_COMPONENTS)
+    seen = []
+    attention = selecting_attentions(model)[0][2]
+    attention.register_forward_pre_hook(lambda module, args, kwargs: seen.append(kwargs[ROUTING_KWARG]),
+                                        with_kwargs=True)
+    model(**family.inputs(), decoder_input_ids=family.decoder_input_ids(), **MIXED)
+    (routing,) = seen
+    order = sorted(range(4), key=lambda i: (DECODER_IDS[i].item(), ENCODER_IDS[i].item()))
+    assert routing.decoder.ids.tolist() == DECODER_IDS[order].tolist() == [0, 1, 2, 2]
+    assert routing.encoder.ids.tolist() == ENCODER_IDS[order].tolist()
+    assert not routing.decoder.interleaved and routing.decoder.tasks == (0, 1, 2)
+
+
+@pytest.mark.parametrize("training", [True, False])
+def test_grouping_a_mixed_batch_changes_no_output(family, training):
+    """Every output (loss, KL, logits, hidden states, attentions, encoder outputs, cache) and every gradient is the
+    batch's own, in its own order, with grouping on or off."""
+    results = {}
+    for grouping in (True, False):
+        model = family.model(head_selection_components=ALL_COMPONENTS, dropout=0.0, attn_implementation="eager")
+        model.group_mixed_batches = grouping
+        model.train(training)
+        labels = family.decoder_input_ids().clone()
+        with torch.set_grad_enabled(training):
+            outputs = model(**family.inputs(), labels=labels, output_hidden_states=True, output_attentions=True,
+                            use_cache=not training, **MIXED)
+            if training:
+                outputs.loss.backward()
+                outputs["grads"] = {n: p.grad for n, p in model.named_parameters() if p.grad is not None}
+            else:  # labels turn the cache off: a forward without them returns one
+                outputs["cache"] = model(**family.inputs(), decoder_input_ids=labels, use_cache=True,
+                                         **MIXED).past_key_values
+        results[grouping] = outputs
+    grouped, given = results[True], results[False]
+    assert set(grouped.keys()) == set(given.keys())
+    for key in given.keys():
+        if key in ("cache", "past_key_values"):
+            for part in ("self_attention_cache", "cross_attention_cache"):
+                layers = zip(getattr(grouped[key], part).layers, getattr(given[key], part).layers, strict=True)
+                for layer_grouped, layer_given in layers:
+                    torch.testing.assert_close(layer_grouped.keys, layer_given.keys)
+                    torch.testing.assert_close(layer_grouped.values, layer_given.values)
+            continue
+        torch.testing.assert_close(grouped[key], given[key], msg=key)

@@ -75,9 +75,14 @@ class HeadSelectionAttentionMixin:
 
     # ---- weights ----------------------------------------------------------------------------------------------
 
-    def _stacked_weights(self) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """The q, k and v weights (and biases) of all `H'` candidates stacked: `[3 * H' * head_dim, d_model]`."""
-        projections = (self.q_proj, self.k_proj, self.v_proj)
+    def _stacked_weights(self, part: str = "qkv") -> tuple[torch.Tensor, torch.Tensor | None]:
+        """The weights (and biases) of `part` of all `H'` candidates stacked: `[3 * H' * head_dim, d_model]` for
+        q, k and v. Built from the projections themselves (not sliced from all three): a slice would cost a
+        zero-filled copy of the whole stack in the backward pass."""
+        start, stop = PARTS[part]
+        projections = (self.q_proj, self.k_proj, self.v_proj)[start:stop]
+        if len(projections) == 1:
+            return projections[0].weight, projections[0].bias
         bias = None if self.q_proj.bias is None else torch.cat([p.bias for p in projections])
         return torch.cat([p.weight for p in projections]), bias
 
@@ -208,25 +213,39 @@ class HeadSelectionAttentionMixin:
         return partial(self._project_grouped, route=route, weights=weights), gates
 
     def _weights_by_task(self, route: TaskRoute, heads: torch.LongTensor | None, device: torch.device) -> Callable:
-        """task -> its stacked q/k/v weight and bias: from the cache (`heads=None`), or gathered for every task of
-        `route` at once from `heads` (`[tasks, H]`)."""
-        if heads is None:
-            return partial(self._cached_task_weights, device=device)
+        """`(task, part)` -> the weight and bias rows of `part` of the task's heads: from the cache (`heads=None`),
+        or gathered for every task of `route` at once from `heads` (`[tasks, H]`)."""
+        if heads is None:  # no autograd: slices of the cached stack cost nothing
+            return lambda task, part: self._part_rows(*self._cached_task_weights(task, device), part, self.num_heads)
         first = route.tasks[0]
         present = heads[first : first + 1] if route.task_index is None else heads[route.task_index]
-        return dict(zip(route.tasks, self._task_weights(present))).__getitem__
+        stacked = dict(zip(route.tasks, self._task_weights(present)))
+        parts = {}
+
+        def weights(task: int, part: str) -> tuple:
+            if part == "qkv":
+                return stacked[task]
+            if task not in parts:  # q and kv as the two outputs of one split: its backward is one cat, no zeros
+                weight, bias = stacked[task]
+                sizes = (self.num_heads * self.head_dim, 2 * self.num_heads * self.head_dim)
+                parts[task] = dict(zip(("q", "kv"), zip(weight.split(sizes), bias.split(sizes) if bias is not None
+                                                        else (None, None))))
+            return parts[task][part]
+
+        return weights
 
     def _gathered_projector(self, route: TaskRoute, heads: torch.LongTensor | None, device: torch.device):
         """`project(x, part)` over all `H'` candidates, each example gathering its task's heads (`heads=None`: the
         cached choice and stacked weights)."""
         if heads is None:
             heads = self._layer_choice(None, device)[0]
-            weight, bias = self._eval_cached("all", self._stacked_weights)
+            stacked = self._eval_cached("all", self._stacked_weights)
+            weights = partial(self._part_rows, *stacked, heads=self.total_heads)
             example_heads = self._cached_example_heads(route, heads)
         else:
-            weight, bias = self._stacked_weights()
+            weights = self._stacked_weights
             example_heads = heads[route.ids]
-        return partial(self._project_gathered, weight=weight, bias=bias, example_heads=example_heads)
+        return partial(self._project_gathered, weights=weights, example_heads=example_heads)
 
     def _cached_example_heads(self, route: TaskRoute, heads: torch.LongTensor) -> torch.LongTensor:
         """`heads[route.ids]`, kept while the ids (the same tensor, unchanged) and the cached choice `heads` are the
@@ -240,24 +259,25 @@ class HeadSelectionAttentionMixin:
             self.__dict__["_example_heads"] = cached
         return cached[3]
 
-    def _part_rows(self, weight: torch.Tensor, bias: torch.Tensor | None, part: str, heads: int):
+    def _part_rows(self, weight: torch.Tensor, bias: torch.Tensor | None, part: str, heads: int) -> tuple:
         """The rows of `part` of a stacked q/k/v weight and bias holding `heads` heads per projection."""
         if part == "qkv":  # all of them: a full-range slice would still cost a copy in the backward pass
             return weight, bias
         start, stop = (index * heads * self.head_dim for index in PARTS[part])
         return weight[start:stop], None if bias is None else bias[start:stop]
 
-    def _project_grouped(self, x: torch.Tensor, part: str, route: TaskRoute, weights: Callable[[int], tuple]):
+    def _project_grouped(self, x: torch.Tensor, part: str, route: TaskRoute, weights: Callable[[int, str], tuple]):
         """`x @ W_task^T + b_task` on the rows of `part`, one matmul per task present in the batch."""
         def project(task: int, examples: torch.Tensor) -> torch.Tensor:
-            return F.linear(examples, *self._part_rows(*weights(task), part, self.num_heads))
+            return F.linear(examples, *weights(task, part))
 
         return route.per_task(x, project).unflatten(-1, (-1, self.num_heads, self.head_dim)).unbind(-3)
 
-    def _project_gathered(self, x: torch.Tensor, part: str, weight: torch.Tensor, bias: torch.Tensor | None,
+    def _project_gathered(self, x: torch.Tensor, part: str, weights: Callable[[str], tuple],
                           example_heads: torch.LongTensor):
-        """All `H'` candidates of `part`, then each example's heads `example_heads` (`[batch, H]`) gathered."""
-        candidates = F.linear(x, *self._part_rows(weight, bias, part, self.total_heads))
+        """All `H'` candidates of `part` (`weights(part)`: their rows), then each example's heads `example_heads`
+        (`[batch, H]`) gathered."""
+        candidates = F.linear(x, *weights(part))
         candidates = candidates.unflatten(-1, (-1, self.total_heads, self.head_dim))  # [batch, time, n, H', hd]
         index = example_heads[:, None, None, :, None].expand(*candidates.shape[:3], -1, self.head_dim)
         return candidates.gather(3, index).unbind(-3)

@@ -16,6 +16,7 @@ imports only torch, transformers and its sibling modules (`adapters`, `attention
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
@@ -33,10 +34,18 @@ from .routing import (
     first_tensor,
     is_compiling,
     route_from_kwargs,
+    take_examples,
     task_names,
     task_route,
 )
 from .selection import LOGIT_INIT_RANGE, ComponentSelectors, HeadSelector
+
+#: The inputs of a stock forward whose first dimension is the batch: reordered with it when a mixed batch is grouped
+#: by task ([`HeadSelectionBaseModelMixin.routed_forward`]).
+BATCH_FIRST_INPUTS = frozenset({
+    "input_ids", "input_features", "inputs_embeds", "attention_mask", "decoder_input_ids", "decoder_inputs_embeds",
+    "decoder_attention_mask", "labels", "encoder_outputs",
+})
 
 
 @dataclass
@@ -65,6 +74,11 @@ class HeadSelectionBaseModelMixin:
     """
 
     attention_class: type  # the family's head-selection attention class
+    #: Whether a full forward pass (no cache passed in) of a batch whose tasks are interleaved reorders its examples
+    #: so that each task's lie side by side, and returns every output in the batch's own order: the layers then
+    #: slice the batch by task instead of gathering and scattering its rows in every layer. The results are the
+    #: same up to floating-point rounding. Set it on the class or on a model.
+    group_mixed_batches: bool = True
     #: `{Auto class name: model class name}` of the family, written to `config.auto_map` by `save_pretrained` so
     #: that every Auto class the stock family supports loads the saved model with `trust_remote_code=True`.
     head_selection_auto_classes: dict[str, str] = {}
@@ -93,6 +107,9 @@ class HeadSelectionBaseModelMixin:
                 setattr(layer, name, attention)
         if config.task_adapter_dim:
             self._install_task_adapters()
+        if base is not self:  # a generation class: mixed batches are grouped where its forward calls the base model
+            base.register_forward_pre_hook(self._group_base_model_call, with_kwargs=True)
+            base.register_forward_hook(self._restore_base_model_outputs, with_kwargs=True)
         self.post_init()  # initialises only the new modules: the stock ones are marked initialised already
 
     def _install_task_adapters(self) -> None:
@@ -189,6 +206,53 @@ class HeadSelectionBaseModelMixin:
             decoder=self._remembered_route("decoder", decoder_task_ids, batch_size, device),
             draws=draws,
         )
+
+    def routed_forward(self, forward: Callable, routing: Routing, **inputs):
+        """`forward(**inputs)` (the stock base model's forward) with the layers routed by `routing`: a mixed batch is
+        grouped by task first where that pays ([`group_mixed_batches`]), and its outputs are put back in the batch's
+        order."""
+        grouping = self._task_grouping(routing, inputs)
+        if grouping is None:
+            return forward(**inputs, head_selection_routing=routing)
+        inputs, grouped, inverse = grouping
+        return take_examples(forward(**inputs, head_selection_routing=grouped), inverse)
+
+    def _task_grouping(self, routing: Routing | None, inputs: dict):
+        """`(inputs, routing, inverse)`: the inputs and routing of a mixed batch grouped by task ([`Routing.grouped`])
+        and the indices that put the outputs back; or `None`: grouping off, a decoding step (its cache is laid out in
+        the batch's order), nothing interleaved, or an input this model does not know to be batch-first (left as it
+        is rather than guessed)."""
+        if routing is None or not self.group_mixed_batches or is_compiling():
+            return None
+        if inputs.get("past_key_values") is not None:
+            return None
+        if any(isinstance(value, torch.Tensor) and value.dim() and key not in BATCH_FIRST_INPUTS
+               for key, value in inputs.items()):
+            return None
+        grouped = routing.grouped()
+        if grouped is None:
+            return None
+        order, inverse, routing = grouped
+        inputs = {key: take_examples(value, order) if key in BATCH_FIRST_INPUTS else value
+                  for key, value in inputs.items()}
+        return inputs, routing, inverse
+
+    def _group_base_model_call(self, module, args: tuple, kwargs: dict):
+        """Forward pre-hook of the base model inside a generation class: groups a mixed batch where the stock
+        forward calls the base model, so that the language-model head and the loss see the batch in its own order
+        (the logits are never reordered). Pushes the indices that put the outputs back, or `None`."""
+        inputs = {**dict(zip((self.main_input_name,), args)), **kwargs}
+        grouping = None if len(args) > 1 else self._task_grouping(kwargs.get(ROUTING_KWARG), inputs)
+        module.__dict__.setdefault("_grouping_inverses", []).append(None if grouping is None else grouping[2])
+        if grouping is None:
+            return None
+        inputs, routing, _ = grouping
+        return (), {**inputs, ROUTING_KWARG: routing}
+
+    def _restore_base_model_outputs(self, module, args: tuple, kwargs: dict, outputs):
+        """Forward hook pairing [`_group_base_model_call`]: the base model's outputs in the batch's order."""
+        inverse = module.__dict__["_grouping_inverses"].pop()  # last in, first out: stays paired after an error
+        return outputs if inverse is None else take_examples(outputs, inverse)
 
     def _checkpoints_layers(self) -> bool:
         """Whether gradient checkpointing is on for any encoder or decoder layer."""
@@ -324,4 +388,4 @@ def _adapter_hook(config: HeadSelectionConfigMixin, sides: tuple[str, ...]):
     return hook
 
 
-__all__ = ["HeadSelSeq2SeqLMOutput", "HeadSelectionBaseModelMixin", "HeadSelectionModelMixin"]
+__all__ = ["BATCH_FIRST_INPUTS", "HeadSelSeq2SeqLMOutput", "HeadSelectionBaseModelMixin", "HeadSelectionModelMixin"]

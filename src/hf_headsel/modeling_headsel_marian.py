@@ -80,8 +80,10 @@ class HeadSelMarianModel(HeadSelectionBaseModelMixin, MarianModel):
         [`HeadSelMarianMTModel.forward`])."""
         reference = first_tensor(input_ids, inputs_embeds, encoder_outputs, decoder_input_ids, decoder_inputs_embeds)
         routing = self.task_routes(encoder_task_ids, decoder_task_ids, reference.shape[0], reference.device)
-        return super().forward(
-            input_ids,
+        return self.routed_forward(
+            super().forward,
+            routing,
+            input_ids=input_ids,
             attention_mask=attention_mask,
             decoder_input_ids=decoder_input_ids,
             decoder_attention_mask=decoder_attention_mask,
@@ -91,7 +93,6 @@ class HeadSelMarianModel(HeadSelectionBaseModelMixin, MarianModel):
             decoder_inputs_embeds=decoder_inputs_embeds,
             use_cache=use_cache,
             return_dict=True,  # the tuple, if asked for, is made by `can_return_tuple` above
-            head_selection_routing=routing,
             **kwargs,
         )
 

@@ -84,8 +84,10 @@ class HeadSelSpeech2TextModel(HeadSelectionBaseModelMixin, Speech2TextModel):
         [`HeadSelSpeech2TextForConditionalGeneration.forward`])."""
         reference = first_tensor(input_features, encoder_outputs, decoder_input_ids, decoder_inputs_embeds)
         routing = self.task_routes(encoder_task_ids, decoder_task_ids, reference.shape[0], reference.device)
-        return super().forward(
-            input_features,
+        return self.routed_forward(
+            super().forward,
+            routing,
+            input_features=input_features,
             attention_mask=attention_mask,
             decoder_input_ids=decoder_input_ids,
             decoder_attention_mask=decoder_attention_mask,
@@ -94,7 +96,6 @@ class HeadSelSpeech2TextModel(HeadSelectionBaseModelMixin, Speech2TextModel):
             decoder_inputs_embeds=decoder_inputs_embeds,
             use_cache=use_cache,
             return_dict=True,  # the tuple, if asked for, is made by `can_return_tuple` above
-            head_selection_routing=routing,
             **kwargs,
         )
 

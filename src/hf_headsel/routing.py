@@ -15,6 +15,8 @@ Copied next to saved models as remote code; imports only torch and its sibling `
 
 from __future__ import annotations
 
+import collections
+import itertools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -45,10 +47,12 @@ def first_tensor(*candidates) -> torch.Tensor:
 class TaskRoute:
     """The task of every example in a batch, and the batch laid out task by task.
 
-    `tasks` lists the tasks present, in ascending order, and `sizes` their example counts. For a batch that mixes
-    tasks, `order` sorts the examples by task (stable) and `inverse` undoes it; both are `None` when one task holds
-    the whole batch, so the common single-task batch costs what the stock model costs. Built once per forward pass
-    (the only host synchronisation routing needs) and passed down to the layers as a keyword argument.
+    `tasks` lists the tasks present and `sizes` their example counts. For a batch that mixes tasks in any order,
+    `tasks` is ascending, `order` sorts the examples by task (stable) and `inverse` undoes it. Both are `None` when
+    one task holds the whole batch, so the common single-task batch costs what the stock model costs, and when each
+    task's examples already lie together (a batch grouped by task: `tasks` then lists them in batch order), so the
+    layers take contiguous slices instead of gathering and scattering rows. Built once per forward pass (the only
+    host synchronisation routing needs) and passed down to the layers as a keyword argument.
 
     Under torch.compile an id tensor is routed without reading it on the host (`tasks` and `sizes` are `None`,
     `num_tasks` is set; see [`TaskRoute.traced`]): every example is then served by gathering its task's parameters,
@@ -62,6 +66,7 @@ class TaskRoute:
     inverse: torch.LongTensor | None = None
     task_index: torch.LongTensor | None = None  # `tasks` as a tensor on the ids' device (mixed batches)
     num_tasks: int | None = None  # set when the layout is unknown (traced routes)
+    host_ids: tuple[int, ...] | None = None  # the ids as read on the host (built routes)
 
     @classmethod
     def single(cls, task: int, batch_size: int, device: torch.device) -> "TaskRoute":
@@ -69,17 +74,21 @@ class TaskRoute:
         return cls(torch.full((batch_size,), task, dtype=torch.long, device=device), (task,), (batch_size,))
 
     @classmethod
-    def build(cls, ids: torch.LongTensor, num_tasks: int, counts: list[int] | None = None) -> "TaskRoute":
-        """The route of valid ids `[batch]` (`counts`: their per-task counts, if already on the host)."""
-        if counts is None:
-            counts = torch.bincount(ids, minlength=num_tasks).tolist()
-        tasks = tuple(task for task, count in enumerate(counts[:num_tasks]) if count)
+    def build(cls, ids: torch.LongTensor, host_ids: Sequence[int] | None = None) -> "TaskRoute":
+        """The route of valid ids `[batch]` (`host_ids`: the same ids, if already read on the host)."""
+        if host_ids is None:
+            host_ids = ids.tolist()
+        runs = [(task, len(list(group))) for task, group in itertools.groupby(host_ids)]
+        host_ids = tuple(host_ids)
+        if len(runs) == len({task for task, _ in runs}):  # one task, or each task's examples side by side
+            tasks, sizes = (tuple(column) for column in zip(*runs)) if runs else ((0,), (0,))
+            index = torch.tensor(tasks, device=ids.device) if len(tasks) > 1 else None
+            return cls(ids, tasks, sizes, task_index=index, host_ids=host_ids)
+        counts = collections.Counter(host_ids)
+        tasks = tuple(sorted(counts))
         sizes = tuple(counts[task] for task in tasks)
-        if len(tasks) <= 1:
-            return cls(ids, tasks or (0,), sizes or (0,))
-        order = torch.argsort(ids, stable=True)
-        inverse = torch.empty_like(order).index_copy_(0, order, torch.arange(len(order), device=order.device))
-        return cls(ids, tasks, sizes, order, inverse, torch.tensor(tasks, device=ids.device))
+        order, inverse = permutation(sorted(range(len(host_ids)), key=host_ids.__getitem__), ids.device)
+        return cls(ids, tasks, sizes, order, inverse, torch.tensor(tasks, device=ids.device), host_ids=host_ids)
 
     @classmethod
     def traced(cls, ids: torch.LongTensor, num_tasks: int) -> "TaskRoute":
@@ -91,6 +100,22 @@ class TaskRoute:
     @property
     def layout_known(self) -> bool:
         return self.tasks is not None
+
+    @property
+    def interleaved(self) -> bool:
+        """Whether the batch holds several tasks whose examples do not lie side by side (layers gather them)."""
+        return self.order is not None
+
+    def example_tasks(self) -> tuple[int, ...]:
+        """The task of every example, as read on the host (a known layout only)."""
+        return self.host_ids if self.host_ids is not None else (self.tasks[0],) * len(self.ids)
+
+    def reordered(self, order: torch.LongTensor, host_order: Sequence[int]) -> "TaskRoute":
+        """The route of the batch taken in `order` (`host_order`: the same indices on the host)."""
+        if self.single_task is not None:  # every example on one task: any order is this route
+            return self
+        tasks = self.example_tasks()
+        return TaskRoute.build(self.ids.index_select(0, order), [tasks[index] for index in host_order])
 
     @property
     def single_task(self) -> int | None:
@@ -109,8 +134,18 @@ class TaskRoute:
                 mask = (self.ids == task).view(-1, *(1,) * (out.dim() - 1))
                 result = out if result is None else torch.where(mask, out, result)
             return result
+        if self.order is None:  # each task's examples side by side: slices, no gather or scatter
+            return torch.cat([fn(task, part) for task, part in zip(self.tasks, states.split(self.sizes))])
         parts = states.index_select(0, self.order).split(self.sizes)
         return torch.cat([fn(task, part) for task, part in zip(self.tasks, parts)]).index_select(0, self.inverse)
+
+
+def permutation(order: Sequence[int], device: torch.device) -> tuple[torch.LongTensor, torch.LongTensor]:
+    """The batch indices `order` and the indices that undo it, as tensors on `device`."""
+    inverse = [0] * len(order)
+    for position, index in enumerate(order):
+        inverse[index] = position
+    return torch.tensor(order, dtype=torch.long, device=device), torch.tensor(inverse, dtype=torch.long, device=device)
 
 
 def task_route(
@@ -152,14 +187,11 @@ def task_route(
     task_ids = task_ids.long()
     if is_compiling():  # no host synchronisation in traced code
         return TaskRoute.traced(task_ids, len(tasks))
-    # Counts per task plus one bin for out-of-range ids, read in the one synchronisation.
-    in_range = (task_ids >= 0) & (task_ids < len(tasks))
-    binned = torch.where(in_range, task_ids, len(tasks))
-    counts = torch.zeros(len(tasks) + 1, dtype=torch.long, device=device).index_add_(0, binned, torch.ones_like(binned))
-    counts = counts.tolist()
-    if counts[-1]:
-        _raise_out_of_range(side, tasks, task_ids[~in_range][0].item())
-    return TaskRoute.build(task_ids, len(tasks), counts)
+    host_ids = task_ids.tolist()  # the one synchronisation: validation and layout read the same copy
+    bad = next((task_id for task_id in host_ids if not 0 <= task_id < len(tasks)), None)
+    if bad is not None:
+        _raise_out_of_range(side, tasks, bad)
+    return TaskRoute.build(task_ids, host_ids)
 
 
 def task_names(
@@ -205,7 +237,7 @@ def keyed_route(config: HeadSelectionConfigMixin, sides: Sequence[str], routes: 
     pairs = config.routing_key(sides, {"encoder": encoder.ids, "decoder": decoder.ids})
     if is_compiling():
         return TaskRoute.traced(pairs, config.num_keys(sides))
-    return TaskRoute.build(pairs, config.num_keys(sides))
+    return TaskRoute.build(pairs)
 
 
 @dataclass(frozen=True)
@@ -224,6 +256,37 @@ class Routing:
         if self.decoder is None and "decoder" in sides:
             raise ValueError(f"this routing has no decoder route, but a layer keyed by {tuple(sides)} needs one")
         return keyed_route(config, sides, {"encoder": self.encoder, "decoder": self.decoder})
+
+    def grouped(self) -> tuple[torch.LongTensor, torch.LongTensor, Routing] | None:
+        """The batch reordered so that each decoder task's examples, and within them each encoder task's, lie side by
+        side: `(order, inverse, the routing of the reordered batch)`. `None` when no side is interleaved (nothing to
+        gain) or a layout is unknown (traced). The layers then take contiguous slices of the batch instead of
+        gathering and scattering its rows in every layer."""
+        encoder, decoder = self.encoder, self.decoder
+        if decoder is None or not (encoder.layout_known and decoder.layout_known):
+            return None
+        if not (encoder.interleaved or decoder.interleaved):
+            return None
+        encoder_tasks, decoder_tasks = encoder.example_tasks(), decoder.example_tasks()
+        host_order = sorted(range(len(encoder_tasks)), key=lambda index: (decoder_tasks[index], encoder_tasks[index]))
+        order, inverse = permutation(host_order, encoder.ids.device)
+        routing = Routing(encoder.reordered(order, host_order), decoder.reordered(order, host_order), self.draws)
+        return order, inverse, routing
+
+
+def take_examples(value, index: torch.LongTensor):
+    """`value` with its examples (the first dimension of every tensor in it) taken in the order `index`: a tensor, a
+    tuple or list of them, a model output or a cache (reordered in place, as beam search reorders it). Scalars and
+    other values are returned as they are."""
+    if isinstance(value, torch.Tensor):
+        return value.index_select(0, index.to(value.device)) if value.dim() else value
+    if isinstance(value, (tuple, list)):
+        return type(value)(take_examples(item, index) for item in value)
+    if isinstance(value, dict):  # model outputs (`ModelOutput` subclasses) and plain dicts
+        return type(value)(**{key: take_examples(item, index) for key, item in value.items()})
+    if hasattr(value, "reorder_cache"):
+        value.reorder_cache(index)
+    return value
 
 
 def route_from_kwargs(config: HeadSelectionConfigMixin, sides: Sequence[str], kwargs: dict, reference: torch.Tensor):
@@ -250,7 +313,9 @@ __all__ = [
     "first_tensor",
     "is_compiling",
     "keyed_route",
+    "permutation",
     "route_from_kwargs",
+    "take_examples",
     "task_names",
     "task_route",
 ]
