@@ -75,6 +75,10 @@ def test_checkpoint_is_a_shared_marian_model_with_its_recipe_and_scores(demo_run
     shipped = json.loads(demo.CHECKPOINT_RECIPE.read_text())
     assert record["recipe"]["shared_baseline"] and record["recipe"]["target_lang_token"]
     assert set(record["recipe"]) - set(shipped) == {"cache_dir"}  # every other flag is the shipped file's
+    overridden = {"output_dir", "train_file", "test_file", "config_overrides", "vocab_size", "max_steps",
+                  "per_device_train_batch_size", "warmup_steps", "save_strategy", "disable_tqdm", "log_level"}
+    assert {key: value for key, value in record["recipe"].items() if key in shipped and key not in overridden} == {
+        key: value for key, value in shipped.items() if key not in overridden}  # the record holds the recipe as written
     assert record["steps"] == 3 and {"chrf", "chrf_pooled", "degenerate"} <= set(record["test_quality"])
     rows = demo.read_predictions(settings.checkpoint / "test_scores" / "generated_predictions.jsonl")
     assert len(rows) == 12 and record["predict"]["predict_samples"] == 12
