@@ -244,3 +244,11 @@ def test_recipe_curves_read_loss_selection_changes_and_logit_range(marian, tmp_p
     low, high = summary["logit_range"]
     assert low == -3.0 and high >= 0.5
     assert "| group | 2.250 | 2.500 |" in recipe_curves.table(summaries)
+
+
+def test_grouping_ab_times_stock_grouped_and_ungrouped(capsys):
+    import grouping_ab
+
+    times = grouping_ab.main(["--quick", "--repeats", "2", "--family", "speech_to_text"])
+    assert set(times) == {"stock", "grouped", "ungrouped"} and all(len(v) == 2 for v in times.values())
+    assert "vs stock" in capsys.readouterr().out

@@ -389,6 +389,21 @@ def test_a_mixed_batch_is_grouped_by_task_for_the_layers(family):
     assert not routing.decoder.interleaved and routing.decoder.tasks == (0, 1, 2)
 
 
+def test_a_mixed_batch_is_left_as_it_is_where_every_layer_gathers(family, monkeypatch):
+    """Layers that gather each example's heads (`"gathered"`, the CUDA default) gain nothing from grouping."""
+    from hf_headsel.attention import HeadSelectionAttentionMixin
+    from hf_headsel.routing import ROUTING_KWARG
+
+    monkeypatch.setattr(HeadSelectionAttentionMixin, "mixed_batch_projection", "gathered")
+    model = family.model(head_selection_components=ALL_COMPONENTS)
+    seen = []
+    attention = selecting_attentions(model)[0][2]
+    attention.register_forward_pre_hook(lambda module, args, kwargs: seen.append(kwargs[ROUTING_KWARG]),
+                                        with_kwargs=True)
+    model(**family.inputs(), decoder_input_ids=family.decoder_input_ids(), **MIXED)
+    assert seen[0].decoder.ids.tolist() == DECODER_IDS.tolist()
+
+
 @pytest.mark.parametrize("training", [True, False])
 def test_grouping_a_mixed_batch_changes_no_output(family, training):
     """Every output (loss, KL, logits, hidden states, attentions, encoder outputs, cache) and every gradient is the

@@ -105,6 +105,7 @@ class HeadSelectionBaseModelMixin:
                 )
                 attention.enable_head_selection(component, index, selector.total_heads, selector)
                 setattr(layer, name, attention)
+                self.__dict__.setdefault("_selecting_attentions", []).append(attention)  # not a second registration
         if config.task_adapter_dim:
             self._install_task_adapters()
         if base is not self:  # a generation class: mixed batches are grouped where its forward calls the base model
@@ -229,6 +230,8 @@ class HeadSelectionBaseModelMixin:
         if any(isinstance(value, torch.Tensor) and value.dim() and key not in BATCH_FIRST_INPUTS
                for key, value in inputs.items()):
             return None
+        if not self._projects_task_by_task(routing.encoder.ids.device):
+            return None
         grouped = routing.grouped()
         if grouped is None:
             return None
@@ -236,6 +239,16 @@ class HeadSelectionBaseModelMixin:
         inputs = {key: take_examples(value, order) if key in BATCH_FIRST_INPUTS else value
                   for key, value in inputs.items()}
         return inputs, routing, inverse
+
+    def _projects_task_by_task(self, device: torch.device) -> bool:
+        """Whether some layer of a full forward pass on `device` takes a mixed batch task by task (adapters, or an
+        attention layer projecting `"grouped"`): only those gain from grouping; layers that gather each example's
+        heads (`"gathered"`, the CUDA default) do not."""
+        if self.config.task_adapter_dim:
+            return True
+        return any(layer.mixed_batch_projection == "grouped"
+                   or (layer.mixed_batch_projection == "auto" and device.type != "cuda")
+                   for layer in self.__dict__.get("_selecting_attentions", ()))
 
     def _group_base_model_call(self, module, args: tuple, kwargs: dict):
         """Forward pre-hook of the base model inside a generation class: groups a mixed batch where the stock
