@@ -371,9 +371,8 @@ def test_generate_validates_each_id_tensor_once_not_per_layer(family, monkeypatc
     assert validated == [("encoder", (batch,))] * layers + [("encoder", (expanded,)), ("decoder", (expanded,))]
 
 
-def test_a_mixed_batch_is_grouped_by_task_for_the_layers(family):
-    """A full forward pass of an interleaved batch hands the layers the batch grouped by decoder task, then encoder
-    task: no layer gathers or scatters rows for a side whose tasks then lie side by side."""
+def routing_seen_by_a_layer(family):
+    """The `Routing` the first selecting attention layer gets in a forward pass of the `MIXED` batch."""
     from hf_headsel.routing import ROUTING_KWARG
 
     model = family.model(head_selection_components=ALL_COMPONENTS)
@@ -383,6 +382,13 @@ def test_a_mixed_batch_is_grouped_by_task_for_the_layers(family):
                                         with_kwargs=True)
     model(**family.inputs(), decoder_input_ids=family.decoder_input_ids(), **MIXED)
     (routing,) = seen
+    return routing
+
+
+def test_a_mixed_batch_is_grouped_by_task_for_the_layers(family):
+    """A full forward pass of an interleaved batch hands the layers the batch grouped by decoder task, then encoder
+    task: no layer gathers or scatters rows for a side whose tasks then lie side by side."""
+    routing = routing_seen_by_a_layer(family)
     order = sorted(range(4), key=lambda i: (DECODER_IDS[i].item(), ENCODER_IDS[i].item()))
     assert routing.decoder.ids.tolist() == DECODER_IDS[order].tolist() == [0, 1, 2, 2]
     assert routing.encoder.ids.tolist() == ENCODER_IDS[order].tolist()
@@ -392,16 +398,9 @@ def test_a_mixed_batch_is_grouped_by_task_for_the_layers(family):
 def test_a_mixed_batch_is_left_as_it_is_where_every_layer_gathers(family, monkeypatch):
     """Layers that gather each example's heads (`"gathered"`, the CUDA default) gain nothing from grouping."""
     from hf_headsel.attention import HeadSelectionAttentionMixin
-    from hf_headsel.routing import ROUTING_KWARG
 
     monkeypatch.setattr(HeadSelectionAttentionMixin, "mixed_batch_projection", "gathered")
-    model = family.model(head_selection_components=ALL_COMPONENTS)
-    seen = []
-    attention = selecting_attentions(model)[0][2]
-    attention.register_forward_pre_hook(lambda module, args, kwargs: seen.append(kwargs[ROUTING_KWARG]),
-                                        with_kwargs=True)
-    model(**family.inputs(), decoder_input_ids=family.decoder_input_ids(), **MIXED)
-    assert seen[0].decoder.ids.tolist() == DECODER_IDS.tolist()
+    assert routing_seen_by_a_layer(family).decoder.ids.tolist() == DECODER_IDS.tolist()
 
 
 @pytest.mark.parametrize("training", [True, False])
