@@ -227,7 +227,7 @@ class HeadSelectionAttentionMixin:
                 return stacked[task]
             if task not in parts:  # q and kv as the two outputs of one split: its backward is one cat, no zeros
                 weight, bias = stacked[task]
-                sizes = (self.num_heads * self.head_dim, 2 * self.num_heads * self.head_dim)
+                sizes = [(stop - start) * self.num_heads * self.head_dim for start, stop in (PARTS["q"], PARTS["kv"])]
                 parts[task] = dict(zip(("q", "kv"), zip(weight.split(sizes), bias.split(sizes) if bias is not None
                                                         else (None, None))))
             return parts[task][part]

@@ -212,30 +212,29 @@ class HeadSelectionBaseModelMixin:
         """`forward(**inputs)` (the stock base model's forward) with the layers routed by `routing`: a mixed batch is
         grouped by task first where that pays ([`group_mixed_batches`]), and its outputs are put back in the batch's
         order."""
-        grouping = self._task_grouping(routing, inputs)
-        if grouping is None:
+        if not self._groups_by_task(routing, inputs):
             return forward(**inputs, head_selection_routing=routing)
-        inputs, grouped, inverse = grouping
+        inputs, grouped, inverse = self._grouped_by_task(routing, inputs)
         return take_examples(forward(**inputs, head_selection_routing=grouped), inverse)
 
-    def _task_grouping(self, routing: Routing | None, inputs: dict):
-        """`(inputs, routing, inverse)`: the inputs and routing of a mixed batch grouped by task ([`Routing.grouped`])
-        and the indices that put the outputs back; or `None`: grouping off, a decoding step (its cache is laid out in
-        the batch's order), nothing interleaved, or an input this model does not know to be batch-first (left as it
-        is rather than guessed)."""
-        if routing is None or not self.group_mixed_batches or is_compiling():
-            return None
+    def _groups_by_task(self, routing: Routing | None, inputs: dict) -> bool:
+        """Whether a call with `inputs` is grouped by task: grouping on, an interleaved mixed batch, not a decoding
+        step (its cache is laid out in the batch's order), no input this model does not know to be batch-first (left
+        as it is rather than guessed), and some layer that gains from it. The cheap checks come first: this runs on
+        every forward pass."""
+        if routing is None or not routing.interleaved or not self.group_mixed_batches or is_compiling():
+            return False
         if inputs.get("past_key_values") is not None:
-            return None
+            return False
         if any(isinstance(value, torch.Tensor) and value.dim() and key not in BATCH_FIRST_INPUTS
                for key, value in inputs.items()):
-            return None
-        if not self._projects_task_by_task(routing.encoder.ids.device):
-            return None
-        grouped = routing.grouped()
-        if grouped is None:
-            return None
-        order, inverse, routing = grouped
+            return False
+        return self._projects_task_by_task(routing.encoder.ids.device)
+
+    def _grouped_by_task(self, routing: Routing, inputs: dict) -> tuple[dict, Routing, torch.LongTensor]:
+        """The inputs and routing of an interleaved mixed batch grouped by task ([`Routing.grouped`]), and the indices
+        that put the outputs back."""
+        order, inverse, routing = routing.grouped()
         inputs = {key: take_examples(value, order) if key in BATCH_FIRST_INPUTS else value
                   for key, value in inputs.items()}
         return inputs, routing, inverse
@@ -254,12 +253,14 @@ class HeadSelectionBaseModelMixin:
         """Forward pre-hook of the base model inside a generation class: groups a mixed batch where the stock
         forward calls the base model, so that the language-model head and the loss see the batch in its own order
         (the logits are never reordered). Pushes the indices that put the outputs back, or `None`."""
-        inputs = {**dict(zip((self.main_input_name,), args)), **kwargs}
-        grouping = None if len(args) > 1 else self._task_grouping(kwargs.get(ROUTING_KWARG), inputs)
-        module.__dict__.setdefault("_grouping_inverses", []).append(None if grouping is None else grouping[2])
-        if grouping is None:
+        routing = kwargs.get(ROUTING_KWARG)
+        # the stock forward passes at most the main input by position, the rest by keyword
+        if len(args) > 1 or not self._groups_by_task(routing, kwargs):
+            module.__dict__.setdefault("_grouping_inverses", []).append(None)
             return None
-        inputs, routing, _ = grouping
+        inputs = {**dict(zip((self.main_input_name,), args)), **kwargs}
+        inputs, routing, inverse = self._grouped_by_task(routing, inputs)
+        module.__dict__.setdefault("_grouping_inverses", []).append(inverse)
         return (), {**inputs, ROUTING_KWARG: routing}
 
     def _restore_base_model_outputs(self, module, args: tuple, kwargs: dict, outputs):

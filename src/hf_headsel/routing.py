@@ -257,16 +257,23 @@ class Routing:
             raise ValueError(f"this routing has no decoder route, but a layer keyed by {tuple(sides)} needs one")
         return keyed_route(config, sides, {"encoder": self.encoder, "decoder": self.decoder})
 
-    def grouped(self) -> tuple[torch.LongTensor, torch.LongTensor, Routing] | None:
-        """The batch reordered so that each decoder task's examples, and within them each encoder task's, lie side by
-        side: `(order, inverse, the routing of the reordered batch)`. `None` when no side is interleaved (nothing to
-        gain) or a layout is unknown (traced). The layers then take contiguous slices of the batch instead of
-        gathering and scattering its rows in every layer."""
+    @property
+    def interleaved(self) -> bool:
+        """Whether both sides' layouts are known and some side's tasks do not lie side by side: what [`grouped`]
+        can improve. A few attribute reads: checked first on every forward pass."""
         encoder, decoder = self.encoder, self.decoder
         if decoder is None or not (encoder.layout_known and decoder.layout_known):
+            return False
+        return encoder.interleaved or decoder.interleaved
+
+    def grouped(self) -> tuple[torch.LongTensor, torch.LongTensor, Routing] | None:
+        """The batch reordered so that each decoder task's examples, and within them each encoder task's, lie side by
+        side: `(order, inverse, the routing of the reordered batch)`. `None` when not [`interleaved`] (nothing to
+        gain, or a layout unknown: traced). The layers then take contiguous slices of the batch instead of gathering
+        and scattering its rows in every layer."""
+        if not self.interleaved:
             return None
-        if not (encoder.interleaved or decoder.interleaved):
-            return None
+        encoder, decoder = self.encoder, self.decoder
         encoder_tasks, decoder_tasks = encoder.example_tasks(), decoder.example_tasks()
         host_order = sorted(range(len(encoder_tasks)), key=lambda index: (decoder_tasks[index], encoder_tasks[index]))
         order, inverse = permutation(host_order, encoder.ids.device)
