@@ -1,7 +1,8 @@
 # Copyright 2026 The hf-headsel authors. Licensed under the Apache License, Version 2.0.
 """What grouping a mixed batch by task buys in a training step: the stock model, head selection with
-`group_mixed_batches` on, and the same model with it off, timed in one process with interleaved repeats (the
-configuration and mixed batch of `overhead.py`'s "train step, mixed-task" row, every component selecting).
+`group_mixed_batches` on, and the same model with it off, timed in one process by `overhead.py`'s method
+(interleaved rounds, the order rotating) on the configuration and mixed batch of its "train step, mixed-task" row,
+every component selecting.
 
     python benchmarks/grouping_ab.py --family marian --threads 1 --repeats 20
 """
@@ -9,17 +10,17 @@ configuration and mixed batch of `overhead.py`'s "train step, mixed-task" row, e
 from __future__ import annotations
 
 import argparse
-import statistics
-import time
 from dataclasses import replace
 
 import torch
 
 import overhead
 
+GROUPING = {"grouped": True, "ungrouped": False}  # system name -> `group_mixed_batches`
 
-def main(argv: list[str] | None = None) -> dict[str, list[float]]:
-    """Time the three systems; print and return `{system: seconds of every repeat}`."""
+
+def main(argv: list[str] | None = None) -> overhead.Measurement:
+    """Time the stock model and head selection with and without grouping; print and return the measurement."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--family", default="marian", choices=sorted(overhead.FAMILIES))
     parser.add_argument("--threads", type=int, default=1)
@@ -28,8 +29,7 @@ def main(argv: list[str] | None = None) -> dict[str, list[float]]:
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
     cfg = overhead.BenchConfig(family=args.family, components=("encoder_self", "decoder_self", "decoder_cross"))
-    if args.quick:
-        cfg = replace(cfg, **overhead.QUICK)
+    cfg = replace(cfg, **{**(overhead.QUICK if args.quick else {}), "repeats": args.repeats})
     device = torch.device("cpu")
     models = overhead.build_models(cfg, device, torch.float32)
     calls = overhead.measurement_calls(cfg, models, models, True, device)["train step"]
@@ -41,21 +41,14 @@ def main(argv: list[str] | None = None) -> dict[str, list[float]]:
             return calls["headsel"]()
         return run
 
-    systems = {"stock": calls["stock"], "grouped": with_grouping(True), "ungrouped": with_grouping(False)}
-    for run in systems.values():  # warm-up
-        run(), run()
-    times = {name: [] for name in systems}
-    for _ in range(args.repeats):
-        for name, run in systems.items():
-            start = time.perf_counter()
-            run()
-            times[name].append(time.perf_counter() - start)
-    print(f"{args.family}, train step, mixed-task, {args.threads} thread(s), {args.repeats} interleaved repeats")
-    stock_median, stock_min = statistics.median(times["stock"]), min(times["stock"])
-    for name, measured in times.items():
-        print(f"{name:10s} median {statistics.median(measured) * 1000:7.1f} ms (min {min(measured) * 1000:7.1f}); "
-              f"vs stock {statistics.median(measured) / stock_median:.3f} (min {min(measured) / stock_min:.3f})")
-    return times
+    systems = {"stock": calls["stock"], **{name: with_grouping(flag) for name, flag in GROUPING.items()}}
+    measurement = overhead.Measurement("train step, mixed-task", None, {name: [] for name in systems})
+    overhead.run_measurement(measurement, systems, cfg, device)
+    print(f"{args.family}, train step, mixed-task, {args.threads} thread(s), {cfg.repeats} interleaved rounds")
+    for name in systems:
+        print(f"{name:10s} median {measurement.median_ms(name):7.1f} ms (min {measurement.min_ms(name):7.1f}); "
+              f"vs stock {measurement.ratio(name):.3f} (min {measurement.ratio(name, 'min'):.3f})")
+    return measurement
 
 
 if __name__ == "__main__":

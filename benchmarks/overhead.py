@@ -373,13 +373,15 @@ def synchronize(device: torch.device) -> None:
 def run_measurement(
     measurement: Measurement, calls: dict[str, Callable[[], object]], cfg: BenchConfig, device: torch.device
 ) -> Measurement:
-    """Warm every system up, then `cfg.repeats` interleaved rounds (the order rotates every round)."""
+    """Warm every system of `measurement` up, then `cfg.repeats` interleaved rounds (the order rotates every
+    round)."""
+    systems = tuple(measurement.seconds)
     for _ in range(cfg.warmup):
-        for system in SYSTEMS:
+        for system in systems:
             calls[system]()
     synchronize(device)
     for round_ in range(cfg.repeats):
-        order = SYSTEMS[round_ % len(SYSTEMS):] + SYSTEMS[: round_ % len(SYSTEMS)]
+        order = systems[round_ % len(systems):] + systems[: round_ % len(systems)]
         for system in order:
             gc.collect()
             synchronize(device)

@@ -249,6 +249,7 @@ def test_recipe_curves_read_loss_selection_changes_and_logit_range(marian, tmp_p
 def test_grouping_ab_times_stock_grouped_and_ungrouped(capsys):
     import grouping_ab
 
-    times = grouping_ab.main(["--quick", "--repeats", "2", "--family", "speech_to_text"])
-    assert set(times) == {"stock", "grouped", "ungrouped"} and all(len(v) == 2 for v in times.values())
+    measurement = grouping_ab.main(["--quick", "--repeats", "2", "--family", "speech_to_text"])
+    assert set(measurement.seconds) == {"stock", "grouped", "ungrouped"}
+    assert all(len(seconds) == 2 for seconds in measurement.seconds.values())
     assert "vs stock" in capsys.readouterr().out
