@@ -45,9 +45,7 @@ def main(argv: list[str] | None = None) -> overhead.Measurement:
     measurement = overhead.Measurement("train step, mixed-task", None, {name: [] for name in systems})
     overhead.run_measurement(measurement, systems, cfg, device)
     print(f"{args.family}, train step, mixed-task, {args.threads} thread(s), {cfg.repeats} interleaved rounds")
-    for name in systems:
-        print(f"{name:10s} median {measurement.median_ms(name):7.1f} ms (min {measurement.min_ms(name):7.1f}); "
-              f"vs stock {measurement.ratio(name):.3f} (min {measurement.ratio(name, 'min'):.3f})")
+    print("\n".join(overhead.ratio_lines(measurement)))
     return measurement
 
 

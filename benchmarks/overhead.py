@@ -23,6 +23,15 @@ Each measurement warms up every system, then times `--repeats` rounds in which t
 other (the order rotates every round), and reports the median and the minimum. Ratios are headsel / stock and
 all-candidates / stock, of the medians.
 
+`--compile` times the compiled models instead (stock and headsel; the all-candidates baseline stays an eager
+reference): the evaluation forward and the training forward/backward through `torch.compile` (`fullgraph=True` for
+evaluation; the stock training forward has a graph break of its own), generation through `generate`'s own
+compilation of the decoding step (`cache_implementation="static"` with a `CompileConfig(fullgraph=True)`, also on
+CPU; Transformers 5.23 compiles greedy decoding only: its beam search runs eager steps on the static cache).
+Compilation happens in the warm-up rounds. A single-task batch passes its task ids as a Python int there: a
+traced id *tensor* cannot be read on the host, so every example would gather its heads as in a mixed batch (see
+the README, "Behaving like the stock Transformers models").
+
 Targets ([`TARGETS`], the maximum headsel / stock median ratio) are the CPU targets of issue 15, stated for the
 all-components configuration (the most selection work; the other configurations are held to the same bounds):
 single-task forward, greedy and beam <= 1.03; mixed-task forward, greedy and beam <= 1.15 (the mixed-task forward
@@ -32,12 +41,14 @@ single-task and <= 1.15 mixed-task. `--strict` exits with status 1 when one is m
     python benchmarks/overhead.py                                   # Marian, CPU, float32, all cores
     python benchmarks/overhead.py --quick                           # tiny smoke run (seconds)
     python benchmarks/overhead.py --family speech_to_text --components all
+    python benchmarks/overhead.py --family marian --components all --compile   # compiled ratios
     python benchmarks/overhead.py --device cuda --dtype bfloat16 --json results.json
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import copy
 import gc
 import json
@@ -53,6 +64,7 @@ from pathlib import Path
 import torch
 
 import transformers
+from transformers import CompileConfig
 
 from hf_headsel import COMPONENTS
 from hf_headsel.attention import HeadSelectionAttentionMixin
@@ -61,6 +73,11 @@ from hf_headsel.families import MARIAN, SPEECH2TEXT, Family
 from reference_attention import use_all_candidates_attention  # beside this script: its folder is on the path
 
 SYSTEMS = ("stock", "headsel", "all_candidates")
+COMPILED_SYSTEMS = SYSTEMS[:2]  # --compile: the all-candidates baseline is an eager reference only
+#: torch._dynamo settings of a --compile run: every measurement compiles the models' shared forward code once more
+#: (eval / train, single / mixed); past dynamo's default limit of 8 a call would fall back to eager without an error
+#: and be timed as compiled.
+RECOMPILES = dict(recompile_limit=64, fail_on_recompile_limit_hit=True)
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 FRAMES_PER_POSITION = 4  # speech: input frames per encoder position (Speech2Text's two stride-2 convolutions)
 
@@ -141,6 +158,8 @@ class BenchConfig:
     attn_implementation: str | None = None  # None: the family's default (sdpa; eager for Speech2Text, its only one)
     num_mel_bins: int = 80  # Speech2Text: features per frame (`input_feat_per_channel`)
     conv_channels: int = 1024  # Speech2Text: channels of the convolutional subsampler (the stock default)
+    compile: bool = False  # time the torch.compile'd models (stock and headsel)
+    compile_backend: str = "inductor"  # torch.compile's backend ("eager": tracing only, for tests)
 
     def __post_init__(self):
         if self.family not in FAMILIES:
@@ -151,6 +170,11 @@ class BenchConfig:
     @property
     def bench_family(self) -> BenchFamily:
         return FAMILIES[self.family]
+
+    @property
+    def systems(self) -> tuple[str, ...]:
+        """The systems timed: all three, or the compiled stock and headsel models."""
+        return COMPILED_SYSTEMS if self.compile else SYSTEMS
 
 
 QUICK = dict(
@@ -194,7 +218,10 @@ class Measurement:
 # ---------------------------------------------------------------------------------------------------------------------
 
 
-def build_models(cfg: BenchConfig, device: torch.device, dtype: torch.dtype) -> dict[str, torch.nn.Module]:
+def build_models(cfg: BenchConfig, device: torch.device, dtype: torch.dtype,
+                 systems: tuple[str, ...] = SYSTEMS) -> dict[str, torch.nn.Module]:
+    """The models of `systems`: the stock model, its head-selection twin and the all-candidates baseline (the
+    twin's weights)."""
     bench = cfg.bench_family
     family = bench.family
     target_positions = cfg.tgt_len + cfg.max_new_tokens + 1
@@ -229,7 +256,7 @@ def build_models(cfg: BenchConfig, device: torch.device, dtype: torch.dtype) -> 
     reference.load_state_dict(headsel.state_dict())
     use_all_candidates_attention(reference)
     models = {"stock": stock, "headsel": headsel, "all_candidates": reference}
-    return {name: model.to(device=device, dtype=dtype).eval() for name, model in models.items()}
+    return {name: models[name].to(device=device, dtype=dtype).eval() for name in systems}
 
 
 def task_ids(batch: int, tasks: int, mixed: bool, offset: int, device: torch.device) -> torch.LongTensor:
@@ -282,6 +309,15 @@ def make_inputs(cfg: BenchConfig, batch: int, mixed: bool, device: torch.device,
 
 def call_kwargs(system: str, inputs: dict, routing: dict) -> dict:
     return inputs if system == "stock" else {**inputs, **routing}
+
+
+def task_ints(routing: dict) -> dict:
+    """A single-task batch's routing with each side's task as a Python int (`--compile`: a traced id tensor cannot
+    be read on the host, so the compiled model would gather every example's heads as for a mixed batch)."""
+    ids = {key: value.unique() for key, value in routing.items()}
+    if any(len(value) != 1 for value in ids.values()):
+        raise ValueError(f"task_ints needs a single-task batch, got {routing}")
+    return {key: int(value) for key, value in ids.items()}
 
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -392,9 +428,10 @@ def run_measurement(
     return measurement
 
 
-def eval_forward_calls(models: dict, inputs: dict, routing: dict) -> dict:
+def eval_forward_calls(models: dict, inputs: dict, routing: dict, backend: str | None = None) -> dict:
+    """A no-grad forward pass per system in `models` (with a `backend`: through `torch.compile(fullgraph=True)`)."""
     def call(system):
-        model = models[system]
+        model = torch.compile(models[system], fullgraph=True, backend=backend) if backend else models[system]
         kwargs = call_kwargs(system, inputs, routing)
 
         def run():
@@ -403,15 +440,24 @@ def eval_forward_calls(models: dict, inputs: dict, routing: dict) -> dict:
 
         return run
 
-    return {system: call(system) for system in SYSTEMS}
+    return {system: call(system) for system in models}
+
+
+def compiled_generation(backend: str) -> dict:
+    """`generate` keywords that make it compile its decoding step (a static cache), on CPU too."""
+    config = CompileConfig(fullgraph=True, backend=backend)
+    config._compile_all_devices = True  # generate compiles on accelerators only unless told
+    return dict(cache_implementation="static", compile_config=config)
 
 
 def generate_calls(models: dict, inputs: dict, routing: dict, cfg: BenchConfig, num_beams: int) -> dict:
-    """Generation of exactly `cfg.max_new_tokens` tokens per system in `models` (no early stop: equal work)."""
+    """Generation of exactly `cfg.max_new_tokens` tokens per system in `models` (no early stop: equal work;
+    `cfg.compile`: generate's compiled decoding step)."""
     bench = cfg.bench_family
     generation = dict(
         do_sample=False, num_beams=num_beams, max_new_tokens=cfg.max_new_tokens, min_new_tokens=cfg.max_new_tokens,
         eos_token_id=bench.eos, pad_token_id=bench.pad, decoder_start_token_id=bench.decoder_start, use_cache=True,
+        **(compiled_generation(cfg.compile_backend) if cfg.compile else {}),
     )  # fmt: skip
     expected = cfg.max_new_tokens + 1  # the decoder start token, then max_new_tokens new ones
 
@@ -430,16 +476,19 @@ def generate_calls(models: dict, inputs: dict, routing: dict, cfg: BenchConfig, 
     return {system: call(system) for system in models}  # every system given (performance.py: two)
 
 
-def train_step_calls(models: dict, inputs: dict, routing: dict) -> dict:
-    optimizers = {s: torch.optim.AdamW(models[s].parameters(), lr=1e-5) for s in SYSTEMS}
+def train_step_calls(models: dict, inputs: dict, routing: dict, backend: str | None = None) -> dict:
+    """Forward, backward and AdamW step per system in `models` (with a `backend`: forward and backward through
+    `torch.compile`; not fullgraph, which the stock training forward does not allow everywhere)."""
+    optimizers = {s: torch.optim.AdamW(model.parameters(), lr=1e-5) for s, model in models.items()}
 
     def call(system):
         model, optimizer = models[system], optimizers[system]
+        forward = torch.compile(model, backend=backend) if backend else model
         kwargs = call_kwargs(system, inputs, routing)
 
         def run():
             model.train()
-            loss = model(**kwargs).loss
+            loss = forward(**kwargs).loss
             loss.backward()
             optimizer.step()
             optimizer.zero_grad(set_to_none=True)
@@ -448,7 +497,7 @@ def train_step_calls(models: dict, inputs: dict, routing: dict) -> dict:
 
         return run
 
-    return {system: call(system) for system in SYSTEMS}
+    return {system: call(system) for system in models}
 
 
 def measurement_calls(cfg: BenchConfig, models: dict, train_models: dict, mixed: bool,
@@ -456,18 +505,19 @@ def measurement_calls(cfg: BenchConfig, models: dict, train_models: dict, mixed:
     """`{measurement: {system: call}}` of one batch kind, keyed as [`TARGETS`]: eval forward, greedy and (with
     `num_beams > 1`) beam generation, and a training step on `train_models`. Each measurement's inputs are drawn from
     its own seed, so every script that builds them (overhead.py, op_count.py) measures the same batches."""
-    torch.manual_seed(10 + mixed)
-    inputs, routing = make_inputs(cfg, cfg.batch_size, mixed, device, labels=False)
-    calls = {"eval forward": eval_forward_calls(models, inputs, routing)}
-    torch.manual_seed(20 + mixed)
-    inputs, routing = make_inputs(cfg, cfg.gen_batch_size, mixed, device, labels=False)
+    def batch(seed: int, size: int, labels: bool) -> tuple[dict, dict]:
+        torch.manual_seed(seed)
+        inputs, routing = make_inputs(cfg, size, mixed, device, labels=labels)
+        return inputs, (task_ints(routing) if cfg.compile and not mixed else routing)
+
+    backend = cfg.compile_backend if cfg.compile else None
+    calls = {"eval forward": eval_forward_calls(models, *batch(10 + mixed, cfg.batch_size, False), backend)}
+    inputs, routing = batch(20 + mixed, cfg.gen_batch_size, False)
     inputs.pop("decoder_input_ids")
     calls["generate greedy"] = generate_calls(models, inputs, routing, cfg, num_beams=1)
     if cfg.num_beams > 1:
         calls["generate beam"] = generate_calls(models, inputs, routing, cfg, num_beams=cfg.num_beams)
-    torch.manual_seed(30 + mixed)
-    inputs, routing = make_inputs(cfg, cfg.batch_size, mixed, device, labels=True)
-    calls["train step"] = train_step_calls(train_models, inputs, routing)
+    calls["train step"] = train_step_calls(train_models, *batch(30 + mixed, cfg.batch_size, True), backend)
     return calls
 
 
@@ -497,11 +547,12 @@ def benchmark(cfg: BenchConfig, device: torch.device, dtype: torch.dtype, log=pr
               only: str | None = None) -> list[Measurement]:
     """Run every measurement (or those whose name contains `only`) and return them in table order."""
     # Training steps change the weights, so training runs on copies and evaluation uses the originals.
-    models = build_models(cfg, device, dtype)
+    models = build_models(cfg, device, dtype, cfg.systems)
     train_models = {name: copy.deepcopy(model) for name, model in models.items()}
     calls = {mixed: measurement_calls(cfg, models, train_models, mixed, device) for mixed in (False, True)}
     plan = [(Measurement(measurement_name(mixed, measurement, cfg), TARGETS[measurement, "mixed" if mixed else
-                                                                             "single"]), calls[mixed][measurement])
+                                                                             "single"], {s: [] for s in cfg.systems}),
+             calls[mixed][measurement])
             for mixed, measurement in measurement_order(cfg)]  # fmt: skip
     results = []
     for measurement, calls in plan:
@@ -519,20 +570,28 @@ def benchmark(cfg: BenchConfig, device: torch.device, dtype: torch.dtype, log=pr
 # ---------------------------------------------------------------------------------------------------------------------
 
 
+def ratio_lines(measurement: Measurement) -> list[str]:
+    """One line per system of an A/B measurement: median (min) ms and the ratios to the stock model."""
+    return [f"{name:18s} median {measurement.median_ms(name):7.1f} ms (min {measurement.min_ms(name):7.1f}); "
+            f"vs stock {measurement.ratio(name):.3f} (min {measurement.ratio(name, 'min'):.3f})"
+            for name in measurement.seconds]
+
+
 def format_table(results: list[Measurement]) -> str:
-    header = ["measurement", "stock ms", "headsel ms", "ratio", "all-candidates ms", "ratio", "target", "ok"]
+    """A markdown table: each system's median (min) ms and its ratio to the stock model, the target, met or not."""
+    systems = tuple(results[0].seconds) if results else SYSTEMS
+    header = ["measurement", "stock ms"]
+    for system in systems[1:]:
+        header += [f"{system.replace('_', '-')} ms", "ratio"]
+    header += ["target", "ok"]
     rows = []
     for m in results:
-        rows.append([
-            m.name,
-            f"{m.median_ms('stock'):.1f} ({m.min_ms('stock'):.1f})",
-            f"{m.median_ms('headsel'):.1f} ({m.min_ms('headsel'):.1f})",
-            f"{m.ratio('headsel'):.3f} ({m.ratio('headsel', 'min'):.3f})",
-            f"{m.median_ms('all_candidates'):.1f} ({m.min_ms('all_candidates'):.1f})",
-            f"{m.ratio('all_candidates'):.3f} ({m.ratio('all_candidates', 'min'):.3f})",
-            "-" if m.target is None else f"<= {m.target:.2f}",
-            "-" if m.ok is None else ("yes" if m.ok else "NO"),
-        ])  # fmt: skip
+        row = [m.name, f"{m.median_ms('stock'):.1f} ({m.min_ms('stock'):.1f})"]
+        for system in systems[1:]:
+            row += [f"{m.median_ms(system):.1f} ({m.min_ms(system):.1f})",
+                    f"{m.ratio(system):.3f} ({m.ratio(system, 'min'):.3f})"]
+        row += ["-" if m.target is None else f"<= {m.target:.2f}", "-" if m.ok is None else ("yes" if m.ok else "NO")]
+        rows.append(row)
     widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
     line = lambda r: "| " + " | ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths))) + " |"  # noqa: E731
     sep = "|" + "|".join(("-" * (w + 1)) + ("-" if i == 0 else ":") for i, w in enumerate(widths)) + "|"
@@ -592,6 +651,10 @@ def parse_args(argv=None) -> tuple[argparse.Namespace, dict]:
                              "else eager: Speech2Text)")  # fmt: skip
     parser.add_argument("--mixed-batch-projection", choices=["auto", "grouped", "gathered"],
                         help="how headsel projects mixed-task batches (default auto: gathered on CUDA, grouped on CPU)")
+    parser.add_argument("--compile", action="store_true",
+                        help="time the torch.compile'd stock and headsel models (compiled in the warm-up rounds)")
+    parser.add_argument("--compile-backend", default=BenchConfig.compile_backend,
+                        help=f"torch.compile backend with --compile (default {BenchConfig.compile_backend})")
     parser.add_argument("--only", metavar="TEXT",
                         help='run only the measurements whose name contains TEXT, e.g. "eval forward, single"')
     parser.add_argument("--strict", action="store_true", help="exit with status 1 when a target is missed")
@@ -606,11 +669,14 @@ def main(argv=None) -> int:
                 "num_beams", "attn_implementation"):  # fmt: skip
         if getattr(args, key) is not None:
             overrides[key] = getattr(args, key)
-    cfg = BenchConfig(**overrides)
+    cfg = BenchConfig(**overrides, compile=args.compile, compile_backend=args.compile_backend)
     if args.mixed_batch_projection:
         HeadSelectionAttentionMixin.mixed_batch_projection = args.mixed_batch_projection
     if cfg.repeats < 1 or cfg.warmup < 0:
         raise SystemExit("--repeats must be >= 1 and --warmup >= 0")
+    if cfg.compile and cfg.warmup < 1:
+        raise SystemExit("--compile needs --warmup >= 1: the models compile in the warm-up rounds")
+
     if args.only and not any(args.only in name for name in measurement_names(cfg)):
         raise SystemExit(f"--only {args.only!r} matches no measurement; the measurements are {measurement_names(cfg)}")
 
@@ -637,13 +703,14 @@ def main(argv=None) -> int:
     del check_models
     print(f"all-candidates == headsel (logits, train loss and gradients): {json.dumps(equivalence)}", file=sys.stderr)
 
-    results = benchmark(cfg, device, dtype, only=args.only)
+    with torch._dynamo.config.patch(**RECOMPILES) if cfg.compile else contextlib.nullcontext():
+        results = benchmark(cfg, device, dtype, only=args.only)
     table = format_table(results)
     print()
     print(
         f"{model_summary(cfg)}, {cfg.encoder_tasks}+{cfg.decoder_tasks} tasks, {args.device} {args.dtype}, "
         f"{cfg.attn_implementation}, {torch.get_num_threads()} threads, {cfg.repeats} repeats, mixed batches "
-        f"{HeadSelectionAttentionMixin.mixed_batch_projection}"
+        f"{HeadSelectionAttentionMixin.mixed_batch_projection}{', compiled' if cfg.compile else ''}"
     )
     source = f"src {cfg.src_len}"
     if cfg.bench_family.speech:
@@ -666,9 +733,10 @@ def main(argv=None) -> int:
             results=[
                 dict(
                     name=m.name, target=m.target, ok=m.ok,
-                    median_ms={s: m.median_ms(s) for s in SYSTEMS}, min_ms={s: m.min_ms(s) for s in SYSTEMS},
-                    ratio_median={s: m.ratio(s) for s in SYSTEMS[1:]},
-                    ratio_min={s: m.ratio(s, "min") for s in SYSTEMS[1:]},
+                    median_ms={s: m.median_ms(s) for s in cfg.systems},
+                    min_ms={s: m.min_ms(s) for s in cfg.systems},
+                    ratio_median={s: m.ratio(s) for s in cfg.systems[1:]},
+                    ratio_min={s: m.ratio(s, "min") for s in cfg.systems[1:]},
                     seconds=m.seconds,
                 )  # fmt: skip
                 for m in results

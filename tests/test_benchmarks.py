@@ -26,6 +26,43 @@ def test_overhead_quick_run_checks_the_all_candidates_baseline(tmp_path, capsys)
     assert "train step, single-task" in capsys.readouterr().out
 
 
+def test_overhead_compiled_run_times_the_compiled_stock_and_headsel_models(monkeypatch, tmp_path, capsys):
+    import torch
+
+    compiled_calls = []
+    real_compile = torch.compile
+    monkeypatch.setattr(torch, "compile", lambda model, **kw: compiled_calls.append(type(model).__name__)
+                        or real_compile(model, **kw))
+    out = tmp_path / "overhead.json"
+    overhead.main(["--quick", "--compile", "--compile-backend", "eager", "--components", "all", "--only",
+                   "eval forward, single", "--json", str(out)])
+    report = json.loads(out.read_text())
+    assert [r["name"] for r in report["results"]] == ["eval forward, single-task"]
+    for result in report["results"]:  # the all-candidates baseline is an eager reference, not timed compiled
+        assert set(result["median_ms"]) == {"stock", "headsel"} and set(result["ratio_median"]) == {"headsel"}
+    # the forward passes go through torch.compile (eval and train, both systems; generation: the next test)
+    assert set(compiled_calls) == {"MarianMTModel", "HeadSelMarianMTModel"}
+    table = capsys.readouterr().out
+    assert "compiled" in table and "all-candidates" not in table
+
+
+def test_compiled_generation_takes_the_compiled_decoding_step_and_int_task_ids():
+    import torch
+
+    cfg = overhead.BenchConfig(**overhead.QUICK, compile=True, compile_backend="eager", num_beams=1)
+    models = overhead.build_models(cfg, torch.device("cpu"), torch.float32, cfg.systems)
+    assert set(models) == {"stock", "headsel"}
+    calls = overhead.measurement_calls(cfg, models, models, mixed=False, device=torch.device("cpu"))
+    eager = overhead.measurement_calls(overhead.BenchConfig(**overhead.QUICK, num_beams=1), models, models,
+                                       mixed=False, device=torch.device("cpu"))
+    for system in ("stock", "headsel"):
+        torch.testing.assert_close(calls["generate greedy"][system](), eager["generate greedy"][system]())
+        assert hasattr(models[system], "_compiled_call")  # generate took its compiled decoding step
+    assert overhead.task_ints({"decoder_task_ids": torch.tensor([2, 2])}) == {"decoder_task_ids": 2}
+    with pytest.raises(ValueError, match="single-task"):
+        overhead.task_ints({"decoder_task_ids": torch.tensor([1, 2])})
+
+
 def test_overhead_only_must_match_a_measurement(monkeypatch):
     # refused before any model is built
     monkeypatch.setattr(overhead, "build_models", lambda *args: pytest.fail("built models for a bad --only"))
@@ -252,4 +289,21 @@ def test_grouping_ab_times_stock_grouped_and_ungrouped(capsys):
     measurement = grouping_ab.main(["--quick", "--repeats", "2", "--family", "speech_to_text"])
     assert set(measurement.seconds) == {"stock", "grouped", "ungrouped"}
     assert all(len(seconds) == 2 for seconds in measurement.seconds.values())
+    assert "vs stock" in capsys.readouterr().out
+
+
+def test_decoding_caches_ab_times_compiled_generation_with_and_without_the_caches(capsys):
+    import decoding_caches_ab
+    from transformers import GenerationMixin
+
+    measurements = decoding_caches_ab.main(["--quick", "--repeats", "1", "--compile-backend", "eager"])
+    assert [m.name for m in measurements] == ["generate greedy, single-task", "generate greedy, mixed-task"]
+    for measurement in measurements:
+        assert set(measurement.seconds) == {"stock", "headsel", "headsel_uncached"}
+        assert all(len(seconds) == 1 for seconds in measurement.seconds.values())
+    model = overhead.build_models(overhead.BenchConfig(**overhead.QUICK), torch.device("cpu"), torch.float32,
+                                  ("headsel",))["headsel"]
+    uncached = decoding_caches_ab.without_decoding_caches(model)
+    assert uncached.prepare_inputs_for_generation.__func__ is GenerationMixin.prepare_inputs_for_generation
+    assert model.prepare_inputs_for_generation.__func__ is not GenerationMixin.prepare_inputs_for_generation
     assert "vs stock" in capsys.readouterr().out

@@ -291,6 +291,44 @@ def test_compiled_generation_equals_eager(family, ratio, ids, cache_implementati
     torch.testing.assert_close(compiled, expected)
 
 
+@pytest.mark.parametrize("ids", ["single task id", "single", "mixed"])
+def test_compiled_decoding_steps_read_the_caches_validated_on_the_host(family, ids, fresh_dynamo, monkeypatch):
+    """`generate` hands every decoding step with a static cache the selecting decoder layers' evaluation caches,
+    validated on the host: the compiled step reads them instead of gathering the selected weight rows in its graph
+    (no weight is gathered or stacked while it is traced), and still follows the weights when they change between
+    calls."""
+    from hf_headsel.attention import HeadSelectionAttentionMixin
+
+    model = build(family, 2)
+    task_ids = dict(encoder_task_ids=1, decoder_task_ids=2) if ids == "single task id" else IDS[ids]
+    kwargs = dict(**family.inputs(), **task_ids, max_new_tokens=6, min_new_tokens=6, do_sample=False, num_beams=1,
+                  output_logits=True, return_dict_in_generate=True)  # 6 steps: never done after the prefill
+    compiled = dict(cache_implementation="static", compile_config=compile_config())
+
+    def logits(**extra):
+        return torch.stack(model.generate(**kwargs, **extra).logits)
+
+    expected = logits()
+    model.generate(**kwargs, cache_implementation="static")  # eager: fills the caches of the static path
+    gathered = []
+    for name in ("_task_weights", "_stacked_weights"):
+        original = getattr(HeadSelectionAttentionMixin, name)
+        monkeypatch.setattr(HeadSelectionAttentionMixin, name,
+                            lambda self, *args, _original=original, _name=name: gathered.append((_name, self.component))
+                            or _original(self, *args))
+    torch.testing.assert_close(logits(**compiled), expected)
+    assert hasattr(model, "_compiled_call")
+    assert not [call for call in gathered if call[1] != "encoder_self"]  # the encoder pass is not a decoding step
+    with torch.no_grad():  # an in-place change of the weights: the next call validates, recomputes and follows it
+        for name, parameter in model.named_parameters():
+            if "decoder" in name and name.endswith(("q_proj.weight", "v_proj.weight")):
+                parameter.mul_(1.5)
+    monkeypatch.undo()
+    changed = logits()
+    assert not torch.allclose(changed, expected)
+    torch.testing.assert_close(logits(**compiled), changed)
+
+
 # ---------------------------------------------------------------------------------------------------------------
 # (3) gradient checkpointing
 # ---------------------------------------------------------------------------------------------------------------

@@ -22,7 +22,15 @@ from transformers.modeling_flash_attention_utils import FlashAttentionKwargs
 from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 from transformers.processing_utils import Unpack
 
-from .routing import LAYER_KWARGS, ROUTING_KWARG, Routing, TaskRoute, is_compiling, route_from_kwargs
+from .routing import (
+    EVAL_WEIGHTS_KWARG,
+    LAYER_KWARGS,
+    ROUTING_KWARG,
+    Routing,
+    TaskRoute,
+    is_compiling,
+    route_from_kwargs,
+)
 from .selection import HeadSelector
 
 MIXED_BATCH_PROJECTIONS = ("auto", "grouped", "gathered")
@@ -61,6 +69,11 @@ class HeadSelectionAttentionMixin:
         # A plain reference, not a submodule: `phi` is registered once, on the model.
         self.__dict__["selector"] = selector
         self.__dict__["_task_weights_cache"] = {}
+
+    @property
+    def selection_key(self) -> str:
+        """The layer's key in a decoding step's `head_selection_eval_weights`: `"{component}.{layer}"`."""
+        return f"{self.component}.{self.selection_layer}"
 
     def extra_repr(self) -> str:
         return (
@@ -125,17 +138,20 @@ class HeadSelectionAttentionMixin:
         params.append(self.selector.logits)
         return tuple((id(p), p._version) for p in params if p is not None)
 
-    def _eval_cached(self, key, compute: Callable[[], object]):
-        """`compute()` cached under `key` until the weights or `phi` change (evaluation without autograd only).
+    def _eval_cached(self, key, compute: Callable[[], object], prepared: dict | None = None):
+        """`compute()` cached under `key` until the weights or `phi` change (evaluation without autograd only);
+        `prepared[key]` where given: the value [`eval_weights`] validated for this call on the host.
 
         Recomputed when a projection weight or `phi` is replaced (`load_state_dict(assign=True)`) or changed in place
         through autograd-visible ops (optimizer steps, `load_state_dict`, `copy_` under `no_grad`), and dropped when
         the module moves (`.to()`) or switches between `train()` and `eval()`. Writes through `param.data` bypass
         the version counters: call `model.clear_head_selection_cache()` after those.
 
-        Under torch.compile the value is computed in the graph instead: the `(id, _version)` guard is host-side
-        state that dynamo cannot trace, and a compiled graph must follow the weights without it.
+        Under torch.compile the value is computed in the graph instead (unless `prepared`): the `(id, _version)`
+        guard is host-side state that dynamo cannot trace, and a compiled graph must follow the weights without it.
         """
+        if prepared is not None and key in prepared:
+            return prepared[key]
         if is_compiling():
             return compute()
         state = self._weights_state()
@@ -146,6 +162,21 @@ class HeadSelectionAttentionMixin:
             cached = (state, compute(), sources)
             self._task_weights_cache[key] = cached
         return cached[1]
+
+    def eval_weights(self, route: TaskRoute, traced: bool = False) -> dict:
+        """The evaluation caches a call without autograd routed by `route` reads, validated now: the choice
+        (`"heads"`), the stacked q/k/v weights of the route's one task (key: the task), and those of all candidates
+        (`"all"`) where the call gathers each example's heads: a mixed batch's decoding step, or any call whose ids
+        are a tensor that a compiled graph cannot read (`traced`). `generate` hands them to every decoding step
+        (`head_selection_eval_weights`): a compiled step cannot validate the cache, and would otherwise gather the
+        selected rows in its graph at every step."""
+        device = self.q_proj.weight.device
+        weights = {"heads": self._layer_choice(None, device)[0]}
+        if route.single_task is not None:
+            weights[route.single_task] = self._cached_task_weights(route.single_task, device)
+        if route.single_task is None or traced:
+            weights["all"] = self._eval_cached("all", self._stacked_weights)
+        return weights
 
     def clear_task_weights_cache(self) -> None:
         self._task_weights_cache.clear()
@@ -159,28 +190,32 @@ class HeadSelectionAttentionMixin:
     def _uses_eval_cache(self) -> bool:
         return not (self.training or torch.is_grad_enabled())
 
-    def _layer_choice(self, routing: Routing | None, device: torch.device) -> tuple[torch.LongTensor, torch.Tensor | None]:
+    def _layer_choice(self, routing: Routing | None, device: torch.device,
+                      prepared: dict | None = None) -> tuple[torch.LongTensor, torch.Tensor | None]:
         """The heads `[tasks, H]` of this layer and their gates (`None` when deterministic).
 
         From the draw the model made for this forward pass (`routing.draws`, one Gumbel-sigmoid sample of all layers
         in training); without one (a layer called directly), drawn here by the same rule. Cached in evaluation
-        without autograd.
+        without autograd (`prepared`: see [`_eval_cached`]).
         """
         if routing is not None and routing.draws is not None:
             return routing.draws[self.component].layer(self.selection_layer)
         if self._uses_eval_cache():
             layer = self.selection_layer
-            return self._eval_cached("heads", lambda: self.selector.draw(False, 1.0, device).layer(layer))
+            heads = self._eval_cached("heads", lambda: self.selector.draw(False, 1.0, device).layer(layer)[0],
+                                      prepared)
+            return heads, None
         draw = self.selector.draw(self.training, float(self.config.head_selection_temperature), device)
         return draw.layer(self.selection_layer)
 
-    def _cached_task_weights(self, task: int, device: torch.device) -> tuple[torch.Tensor, torch.Tensor | None]:
+    def _cached_task_weights(self, task: int, device: torch.device,
+                             prepared: dict | None = None) -> tuple[torch.Tensor, torch.Tensor | None]:
         """The deterministic stacked q/k/v weight and bias of `task`, for evaluation without autograd."""
         def compute():
-            heads = self._layer_choice(None, device)[0]
+            heads = self._layer_choice(None, device, prepared)[0]
             return self._task_weights(heads[task : task + 1])[0]
 
-        return self._eval_cached(task, compute)
+        return self._eval_cached(task, compute, prepared)
 
     # ---- projections ------------------------------------------------------------------------------------------
 
@@ -192,7 +227,7 @@ class HeadSelectionAttentionMixin:
         # beats one group of kernels per task; otherwise grouped does the stock model's arithmetic.
         return mode == "gathered" or (mode == "auto" and (states.device.type == "cuda" or states.shape[-2] == 1))
 
-    def _projector(self, route: TaskRoute, states: torch.Tensor, routing: Routing | None):
+    def _projector(self, route: TaskRoute, states: torch.Tensor, routing: Routing | None, prepared: dict | None):
         """A function `project(x, part)` giving the selected heads' queries, keys and/or values of `x` (`part` in
         [`PARTS`]), each `[batch, time, H, head_dim]`, and the gates (`[H]` or `[batch, H]`; `None` without
         sampling).
@@ -201,6 +236,7 @@ class HeadSelectionAttentionMixin:
         heads' weight rows, one matmul per task present. `"gathered"` projects a mixed batch onto all `H'`
         candidates and gathers each example's `H` heads: `H'/H` times the projection work, but a fixed number of
         kernels and no loop over tasks, which is what counts where small kernels are launch-bound (CUDA).
+        `prepared`: this layer's evaluation caches as validated for the call ([`eval_weights`]), or `None`.
         """
         # without autograd in evaluation, the choice and the weights come from the layer's cache
         heads, gates = (None, None) if self._uses_eval_cache() else self._layer_choice(routing, states.device)
@@ -208,15 +244,17 @@ class HeadSelectionAttentionMixin:
             gates = gates[route.single_task] if route.single_task is not None else gates[route.ids]
         # a traced route (torch.compile) does not know which tasks it holds: each example gathers its heads
         if route.single_task is None and (not route.layout_known or self._gathers_mixed_batches(states)):
-            return self._gathered_projector(route, heads, states.device), gates
-        weights = self._weights_by_task(route, heads, states.device)
+            return self._gathered_projector(route, heads, states.device, prepared), gates
+        weights = self._weights_by_task(route, heads, states.device, prepared)
         return partial(self._project_grouped, route=route, weights=weights), gates
 
-    def _weights_by_task(self, route: TaskRoute, heads: torch.LongTensor | None, device: torch.device) -> Callable:
+    def _weights_by_task(self, route: TaskRoute, heads: torch.LongTensor | None, device: torch.device,
+                         prepared: dict | None = None) -> Callable:
         """`(task, part)` -> the weight and bias rows of `part` of the task's heads: from the cache (`heads=None`),
         or gathered for every task of `route` at once from `heads` (`[tasks, H]`)."""
         if heads is None:  # no autograd: slices of the cached stack cost nothing
-            return lambda task, part: self._part_rows(*self._cached_task_weights(task, device), part, self.num_heads)
+            return lambda task, part: self._part_rows(*self._cached_task_weights(task, device, prepared), part,
+                                                      self.num_heads)
         first = route.tasks[0]
         present = heads[first : first + 1] if route.task_index is None else heads[route.task_index]
         stacked = dict(zip(route.tasks, self._task_weights(present)))
@@ -234,12 +272,13 @@ class HeadSelectionAttentionMixin:
 
         return weights
 
-    def _gathered_projector(self, route: TaskRoute, heads: torch.LongTensor | None, device: torch.device):
+    def _gathered_projector(self, route: TaskRoute, heads: torch.LongTensor | None, device: torch.device,
+                            prepared: dict | None = None):
         """`project(x, part)` over all `H'` candidates, each example gathering its task's heads (`heads=None`: the
         cached choice and stacked weights)."""
         if heads is None:
-            heads = self._layer_choice(None, device)[0]
-            stacked = self._eval_cached("all", self._stacked_weights)
+            heads = self._layer_choice(None, device, prepared)[0]
+            stacked = self._eval_cached("all", self._stacked_weights, prepared)
             weights = partial(self._part_rows, *stacked, heads=self.total_heads)
             example_heads = self._cached_example_heads(route, heads)
         else:
@@ -294,7 +333,9 @@ class HeadSelectionAttentionMixin:
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """Input shape: Batch x Time x Channel. Mirrors the stock attention, heads chosen per example."""
         route = route_from_kwargs(self.config, self.config.component_sides(self.component), kwargs, hidden_states)
-        project, gates = self._projector(route, hidden_states, kwargs.get(ROUTING_KWARG))
+        prepared = kwargs.get(EVAL_WEIGHTS_KWARG)  # a decoding step's validated caches (see `eval_weights`)
+        prepared = prepared.get(self.selection_key) if prepared is not None else None
+        project, gates = self._projector(route, hidden_states, kwargs.get(ROUTING_KWARG), prepared)
         kwargs = {key: value for key, value in kwargs.items() if key not in LAYER_KWARGS}
 
         is_cross_attention = key_value_states is not None

@@ -25,14 +25,16 @@ from transformers.modeling_outputs import Seq2SeqLMOutput
 
 from .adapters import TaskAdapters
 from .attention import HeadSelectionAttentionMixin
-from .configuration_head_selection import HeadSelectionConfigMixin, attention_path
+from .configuration_head_selection import SIDES, HeadSelectionConfigMixin, attention_path, component_side
 from .conversion import export_task_model, from_stock
 from .routing import (
+    EVAL_WEIGHTS_KWARG,
     ROUTING_KWARG,
     Routing,
     TaskRoute,
     first_tensor,
     is_compiling,
+    keyed_route,
     route_from_kwargs,
     take_examples,
     task_names,
@@ -344,6 +346,36 @@ class HeadSelectionModelMixin(HeadSelectionBaseModelMixin):
         return super().generate(
             inputs, *args, encoder_task_ids=encoder_task_ids, decoder_task_ids=decoder_task_ids, **kwargs
         )
+
+    def prepare_inputs_for_generation(self, *args, **kwargs) -> dict:
+        """The stock inputs of a generation step, plus, with a cache that `generate` may compile the step for (a
+        static one) and without autograd, the evaluation caches of the selecting decoder layers, validated here on
+        the host ([`decoder_eval_weights`]): a compiled decoding step cannot validate them itself, and would otherwise
+        gather every selected head's weight rows in its graph at every step."""
+        inputs = super().prepare_inputs_for_generation(*args, **kwargs)
+        # only a compileable (static) cache lets `generate` compile its decoding step
+        compileable = getattr(inputs.get("past_key_values"), "is_compileable", False)
+        if not compileable or self.training or torch.is_grad_enabled() or is_compiling():
+            return inputs
+        reference = first_tensor(inputs.get("decoder_input_ids"), inputs.get("decoder_inputs_embeds"))
+        inputs[EVAL_WEIGHTS_KWARG] = self.decoder_eval_weights(
+            inputs.get("encoder_task_ids"), inputs.get("decoder_task_ids"), reference.shape[0], reference.device)
+        return inputs
+
+    def decoder_eval_weights(self, encoder_task_ids, decoder_task_ids, batch_size: int,
+                             device: torch.device) -> dict[str, dict]:
+        """`{layer key: caches}` of every selecting decoder attention for a decoding step routed by these ids
+        ([`HeadSelectionAttentionMixin.eval_weights`]). Both sides are routed, in the order `forward` routes them,
+        which then finds them remembered: no id tensor is validated twice."""
+        ids = {"encoder": encoder_task_ids, "decoder": decoder_task_ids}
+        routes = {side: self._remembered_route(side, ids[side], batch_size, device) for side in SIDES}
+        weights = {}
+        for layer in self.__dict__.get("_selecting_attentions", ()):
+            if component_side(layer.component) == "decoder":
+                sides = self.config.component_sides(layer.component)
+                traced = any(isinstance(ids[side], torch.Tensor) for side in sides)  # compiled: read in the graph
+                weights[layer.selection_key] = layer.eval_weights(keyed_route(self.config, sides, routes), traced)
+        return weights
 
     def _encoder_uses_decoder_tasks(self) -> bool:
         """Whether the encoder's layers need the decoder tasks too (adapters keyed by direction)."""

@@ -26,7 +26,11 @@ from .configuration_head_selection import SIDES, HeadSelectionConfigMixin
 
 TASK_ID_KWARGS = ("encoder_task_ids", "decoder_task_ids")  # the public keywords: raw ids, a name, or nothing
 ROUTING_KWARG = "head_selection_routing"  # the one keyword carrying a forward pass's [`Routing`] down to the layers
-LAYER_KWARGS = (*TASK_ID_KWARGS, ROUTING_KWARG)  # read by the head-selection layers, not passed to attention functions
+#: The keyword carrying a decoding step's evaluation caches, validated on the host, down to the layers
+#: (`{layer key: {cache key: value}}`; see `HeadSelectionAttentionMixin.eval_weights`).
+EVAL_WEIGHTS_KWARG = "head_selection_eval_weights"
+#: read by the head-selection layers, not passed to attention functions
+LAYER_KWARGS = (*TASK_ID_KWARGS, ROUTING_KWARG, EVAL_WEIGHTS_KWARG)
 
 
 def is_compiling() -> bool:
@@ -312,6 +316,7 @@ def route_from_kwargs(config: HeadSelectionConfigMixin, sides: Sequence[str], kw
 
 
 __all__ = [
+    "EVAL_WEIGHTS_KWARG",
     "LAYER_KWARGS",
     "ROUTING_KWARG",
     "TASK_ID_KWARGS",
