@@ -329,6 +329,28 @@ def test_compiled_decoding_steps_read_the_caches_validated_on_the_host(family, i
     torch.testing.assert_close(logits(**compiled), changed)
 
 
+@pytest.mark.parametrize("overrides", [{}, {"cross_attention_task_key": "pair"}, {"task_adapter_dim": 4}],
+                         ids=["decoder key", "pair key", "adapters"])
+@pytest.mark.parametrize("num_beams", [1, 3])
+def test_static_cache_steps_with_the_validated_caches_generate_what_the_dynamic_cache_does(family, overrides,
+                                                                                           num_beams):
+    """Eager steps on a static cache read the caches `prepare_inputs_for_generation` validated on the host (every
+    step gets them); greedy and beam search generate what the dynamic cache's steps, which read the layers' own
+    caches, generate: with cross-attention keyed by the pair of tasks, and with per-direction adapters too."""
+    from hf_headsel.routing import EVAL_WEIGHTS_KWARG
+
+    model = build(family, 2, **overrides)
+    kwargs = dict(**family.inputs(), **MIXED, max_new_tokens=6, min_new_tokens=6, do_sample=False, num_beams=num_beams)
+    expected = model.generate(**kwargs)
+    handed = []
+    model.register_forward_pre_hook(lambda module, args, kw: handed.append(EVAL_WEIGHTS_KWARG in kw), with_kwargs=True)
+    torch.testing.assert_close(model.generate(**kwargs, cache_implementation="static"), expected)
+    assert len(handed) == 6 and all(handed)  # the prefill and every decoding step
+    handed.clear()
+    model.generate(**kwargs)
+    assert handed and not any(handed)  # a dynamic cache: the stock step inputs
+
+
 # ---------------------------------------------------------------------------------------------------------------
 # (3) gradient checkpointing
 # ---------------------------------------------------------------------------------------------------------------
