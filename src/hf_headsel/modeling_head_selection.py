@@ -350,20 +350,20 @@ class HeadSelectionModelMixin(HeadSelectionBaseModelMixin):
     def prepare_inputs_for_generation(self, *args, **kwargs) -> dict:
         """The stock inputs of a generation step, plus, with a cache that `generate` may compile the step for (a
         static one) and without autograd, the evaluation caches of the selecting decoder layers, validated here on
-        the host ([`decoder_eval_weights`]): a compiled decoding step cannot validate them itself, and would otherwise
-        gather every selected head's weight rows in its graph at every step."""
+        the host ([`_decoder_eval_weights`]): a compiled decoding step cannot validate them itself, and would
+        otherwise gather every selected head's weight rows in its graph at every step."""
         inputs = super().prepare_inputs_for_generation(*args, **kwargs)
         # only a compileable (static) cache lets `generate` compile its decoding step
         compileable = getattr(inputs.get("past_key_values"), "is_compileable", False)
         if not compileable or self.training or torch.is_grad_enabled() or is_compiling():
             return inputs
         reference = first_tensor(inputs.get("decoder_input_ids"), inputs.get("decoder_inputs_embeds"))
-        inputs[EVAL_WEIGHTS_KWARG] = self.decoder_eval_weights(
+        inputs[EVAL_WEIGHTS_KWARG] = self._decoder_eval_weights(
             inputs.get("encoder_task_ids"), inputs.get("decoder_task_ids"), reference.shape[0], reference.device)
         return inputs
 
-    def decoder_eval_weights(self, encoder_task_ids, decoder_task_ids, batch_size: int,
-                             device: torch.device) -> dict[str, dict]:
+    def _decoder_eval_weights(self, encoder_task_ids, decoder_task_ids, batch_size: int,
+                              device: torch.device) -> dict[str, dict]:
         """`{layer key: caches}` of every selecting decoder attention for a decoding step routed by these ids
         ([`HeadSelectionAttentionMixin.eval_weights`]). Both sides are routed, in the order `forward` routes them,
         which then finds them remembered: no id tensor is validated twice."""
