@@ -27,8 +27,6 @@ def test_overhead_quick_run_checks_the_all_candidates_baseline(tmp_path, capsys)
 
 
 def test_overhead_compiled_run_times_the_compiled_stock_and_headsel_models(monkeypatch, tmp_path, capsys):
-    import torch
-
     compiled_calls = []
     real_compile = torch.compile
     monkeypatch.setattr(torch, "compile", lambda model, **kw: compiled_calls.append(type(model).__name__)
@@ -47,8 +45,6 @@ def test_overhead_compiled_run_times_the_compiled_stock_and_headsel_models(monke
 
 
 def test_compiled_generation_takes_the_compiled_decoding_step_and_int_task_ids():
-    import torch
-
     cfg = overhead.BenchConfig(**overhead.QUICK, compile=True, compile_backend="eager", num_beams=1)
     models = overhead.build_models(cfg, torch.device("cpu"), torch.float32, cfg.systems)
     assert set(models) == {"stock", "headsel"}

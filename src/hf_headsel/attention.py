@@ -265,7 +265,8 @@ class HeadSelectionAttentionMixin:
                 return stacked[task]
             if task not in parts:  # q and kv as the two outputs of one split: its backward is one cat, no zeros
                 weight, bias = stacked[task]
-                sizes = [(stop - start) * self.num_heads * self.head_dim for start, stop in (PARTS["q"], PARTS["kv"])]
+                spans = (self._part_span(name, self.num_heads) for name in ("q", "kv"))
+                sizes = [stop - start for start, stop in spans]
                 parts[task] = dict(zip(("q", "kv"), zip(weight.split(sizes), bias.split(sizes) if bias is not None
                                                         else (None, None))))
             return parts[task][part]
@@ -298,11 +299,16 @@ class HeadSelectionAttentionMixin:
             self.__dict__["_example_heads"] = cached
         return cached[3]
 
+    def _part_span(self, part: str, heads: int) -> tuple[int, int]:
+        """`(start, stop)`: the rows of `part` in a stacked q/k/v weight holding `heads` heads per projection."""
+        start, stop = PARTS[part]
+        return start * heads * self.head_dim, stop * heads * self.head_dim
+
     def _part_rows(self, weight: torch.Tensor, bias: torch.Tensor | None, part: str, heads: int) -> tuple:
         """The rows of `part` of a stacked q/k/v weight and bias holding `heads` heads per projection."""
         if part == "qkv":  # all of them: a full-range slice would still cost a copy in the backward pass
             return weight, bias
-        start, stop = (index * heads * self.head_dim for index in PARTS[part])
+        start, stop = self._part_span(part, heads)
         return weight[start:stop], None if bias is None else bias[start:stop]
 
     def _project_grouped(self, x: torch.Tensor, part: str, route: TaskRoute, weights: Callable[[int, str], tuple]):

@@ -255,15 +255,14 @@ class HeadSelectionBaseModelMixin:
         """Forward pre-hook of the base model inside a generation class: groups a mixed batch where the stock
         forward calls the base model, so that the language-model head and the loss see the batch in its own order
         (the logits are never reordered). Pushes the indices that put the outputs back, or `None`."""
-        routing = kwargs.get(ROUTING_KWARG)
+        routing, inverse, grouped_call = kwargs.get(ROUTING_KWARG), None, None
         # the stock forward passes at most the main input by position, the rest by keyword
-        if len(args) > 1 or not self._groups_by_task(routing, kwargs):
-            module.__dict__.setdefault("_grouping_inverses", []).append(None)
-            return None
-        inputs = {**dict(zip((self.main_input_name,), args)), **kwargs}
-        inputs, routing, inverse = self._grouped_by_task(routing, inputs)
+        if len(args) <= 1 and self._groups_by_task(routing, kwargs):
+            inputs = {**dict(zip((self.main_input_name,), args)), **kwargs}
+            inputs, routing, inverse = self._grouped_by_task(routing, inputs)
+            grouped_call = (), {**inputs, ROUTING_KWARG: routing}
         module.__dict__.setdefault("_grouping_inverses", []).append(inverse)
-        return (), {**inputs, ROUTING_KWARG: routing}
+        return grouped_call
 
     def _restore_base_model_outputs(self, module, args: tuple, kwargs: dict, outputs):
         """Forward hook pairing [`_group_base_model_call`]: the base model's outputs in the batch's order."""
@@ -369,12 +368,15 @@ class HeadSelectionModelMixin(HeadSelectionBaseModelMixin):
         which then finds them remembered: no id tensor is validated twice."""
         ids = {"encoder": encoder_task_ids, "decoder": decoder_task_ids}
         routes = {side: self._remembered_route(side, ids[side], batch_size, device) for side in SIDES}
+        keyed = {}  # sides -> the route keyed by them: built once, not once per layer (a pair key reads the host)
         weights = {}
         for layer in self.__dict__.get("_selecting_attentions", ()):
             if component_side(layer.component) == "decoder":
                 sides = self.config.component_sides(layer.component)
+                if sides not in keyed:
+                    keyed[sides] = keyed_route(self.config, sides, routes)
                 traced = any(isinstance(ids[side], torch.Tensor) for side in sides)  # compiled: read in the graph
-                weights[layer.selection_key] = layer.eval_weights(keyed_route(self.config, sides, routes), traced)
+                weights[layer.selection_key] = layer.eval_weights(keyed[sides], traced)
         return weights
 
     def _encoder_uses_decoder_tasks(self) -> bool:
