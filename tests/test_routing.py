@@ -273,6 +273,29 @@ def test_pair_key_with_all_components_mixed_batch(family):
         torch.testing.assert_close(batch[i : i + 1], forward_logits(stock, take(inputs, i), decoder_input_ids[i : i + 1]))
 
 
+@pytest.mark.parametrize("training", [True, False])
+def test_a_pair_keyed_route_is_built_once_per_forward_pass(family, monkeypatch, training):
+    """The pair-keyed route of a mixed batch (a host read of the ids) is built once per routing of a forward pass,
+    not once per cross-attention layer."""
+    from hf_headsel import routing
+
+    model = mixed_model(family, "group", head_selection_components=list(ALL_COMPONENTS),
+                        cross_attention_task_key="pair").train(training)
+    built = []
+    original = routing.keyed_route
+
+    def counting(config, sides, routes):
+        if len(sides) == 2:
+            built.append((id(routes["encoder"]), id(routes["decoder"])))
+        return original(config, sides, routes)
+
+    monkeypatch.setattr(routing, "keyed_route", counting)
+    with torch.set_grad_enabled(training):
+        model(**family.inputs(), decoder_input_ids=family.decoder_input_ids(), **MIXED)
+    assert model.config.decoder_layers > 1 and built
+    assert len(built) == len(set(built)), built
+
+
 # ---------------------------------------------------------------------------------------------------------------
 # Task ids given as Python lists (accepted by forward)
 # ---------------------------------------------------------------------------------------------------------------

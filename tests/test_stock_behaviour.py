@@ -193,8 +193,8 @@ def test_compile_flags_are_the_stocks(family):
 @pytest.mark.parametrize("ratio, ids", [("H'=H", "single"), ("H'=2H", "mixed"), ("H'=2H", "default")])
 def test_fullgraph_compiled_forward_equals_eager(family, ratio, ids, fresh_dynamo):
     overrides = dict(default_encoder_task="de", default_decoder_task="fr") if ids == "default" else {}
-    if ids == "mixed":  # with per-direction adapters too: routed per example in the graph as well
-        overrides["task_adapter_dim"] = 4
+    if ids == "mixed":  # per-direction adapters and a pair-keyed cross-attention: routed per example in the graph
+        overrides.update(task_adapter_dim=4, cross_attention_task_key="pair")
     model = build(family, RATIOS[ratio], **overrides)
     with torch.no_grad():
         for name, parameter in model.named_parameters():

@@ -18,7 +18,7 @@ from __future__ import annotations
 import collections
 import itertools
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 
@@ -254,12 +254,22 @@ class Routing:
     encoder: TaskRoute
     decoder: TaskRoute | None  # None: the encoder called alone (`generate`'s encoder pass) routes only its side
     draws: dict | None = None
+    # sides -> keyed route, built by the first layer that asks: a pair-keyed route of a mixed batch reads the ids on
+    # the host, once per forward pass rather than once per layer
+    _keyed: dict = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def keyed(self, config: HeadSelectionConfigMixin, sides: Sequence[str]) -> TaskRoute:
-        """The route keyed by the tasks of `sides` (see [`keyed_route`])."""
+        """The route keyed by the tasks of `sides` (see [`keyed_route`]); built once per forward pass (traced:
+        every time, no host-side state)."""
         if self.decoder is None and "decoder" in sides:
             raise ValueError(f"this routing has no decoder route, but a layer keyed by {tuple(sides)} needs one")
-        return keyed_route(config, sides, {"encoder": self.encoder, "decoder": self.decoder})
+        if is_compiling():
+            return keyed_route(config, sides, {"encoder": self.encoder, "decoder": self.decoder})
+        sides = tuple(sides)
+        route = self._keyed.get(sides)
+        if route is None:
+            route = self._keyed[sides] = keyed_route(config, sides, {"encoder": self.encoder, "decoder": self.decoder})
+        return route
 
     @property
     def interleaved(self) -> bool:
