@@ -34,7 +34,6 @@ from .routing import (
     TaskRoute,
     first_tensor,
     is_compiling,
-    keyed_route,
     route_from_kwargs,
     take_examples,
     task_names,
@@ -367,16 +366,14 @@ class HeadSelectionModelMixin(HeadSelectionBaseModelMixin):
         ([`HeadSelectionAttentionMixin.eval_weights`]). Both sides are routed, in the order `forward` routes them,
         which then finds them remembered: no id tensor is validated twice."""
         ids = {"encoder": encoder_task_ids, "decoder": decoder_task_ids}
-        routes = {side: self._remembered_route(side, ids[side], batch_size, device) for side in SIDES}
-        keyed = {}  # sides -> the route keyed by them: built once, not once per layer (a pair key reads the host)
+        # a Routing builds each keyed route once, not once per layer (a pair key reads the ids on the host)
+        routing = Routing(**{side: self._remembered_route(side, ids[side], batch_size, device) for side in SIDES})
         weights = {}
         for layer in self.__dict__.get("_selecting_attentions", ()):
             if component_side(layer.component) == "decoder":
                 sides = self.config.component_sides(layer.component)
-                if sides not in keyed:
-                    keyed[sides] = keyed_route(self.config, sides, routes)
                 traced = any(isinstance(ids[side], torch.Tensor) for side in sides)  # compiled: read in the graph
-                weights[layer.selection_key] = layer.eval_weights(keyed[sides], traced)
+                weights[layer.selection_key] = layer.eval_weights(routing.keyed(self.config, sides), traced)
         return weights
 
     def _encoder_uses_decoder_tasks(self) -> bool:
