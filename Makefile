@@ -39,7 +39,7 @@ demo: setup
 	$(BIN)/headsel-demo --output_dir outputs/demo
 
 # Retrains the shared checkpoint `make demo` starts from (training/demo_checkpoint/o2m_shared/, shipped; the flags are
-# training/demo_checkpoint/o2m_shared.json): 12,000 updates, about 85 minutes on 2 CPU cores.
+# training/demo_checkpoint/o2m_shared.json): 12,000 updates, about 2 h 15 min on 2 CPU cores.
 demo-checkpoint: setup
 	$(BIN)/headsel-demo --make_checkpoint
 

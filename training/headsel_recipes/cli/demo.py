@@ -2,7 +2,7 @@
 """`headsel-demo` (and `make demo`, `python training/demo.py`): the command line of [`headsel_recipes.demo`].
 
     headsel-demo --output_dir outputs/demo
-    headsel-demo --make_checkpoint        # retrain the shipped checkpoint (about 85 min on 2 cores)
+    headsel-demo --make_checkpoint        # retrain the shipped checkpoint (about 2 h 15 min on 2 cores)
     headsel-demo --ship_checkpoint outputs/o2m_shared/checkpoint-8000
 """
 
