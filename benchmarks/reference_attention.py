@@ -26,6 +26,7 @@ from torch import nn
 from transformers.cache_utils import EncoderDecoderCache
 from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 
+from hf_headsel.compat import takes_stock_cache_name
 from hf_headsel.routing import LAYER_KWARGS, ROUTING_KWARG, route_from_kwargs
 from hf_headsel.modeling_headsel_marian import HeadSelMarianAttention
 from hf_headsel.modeling_headsel_speech_to_text import HeadSelSpeech2TextAttention
@@ -35,11 +36,12 @@ class AllCandidatesAttentionMixin:
     """Put in front of a family's head-selection attention: all `H'` candidate heads computed, the unselected ones
     dropped afterwards. Same parameters, selector and head choice as the class it extends."""
 
+    @takes_stock_cache_name
     def forward(
         self,
         hidden_states: torch.Tensor,
         key_value_states: torch.Tensor | None = None,
-        past_key_values=None,
+        cache=None,
         attention_mask: torch.Tensor | None = None,
         **kwargs,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
@@ -56,28 +58,28 @@ class AllCandidatesAttentionMixin:
         query_states = self.q_proj(hidden_states).view(*input_shape, -1, self.head_dim).transpose(1, 2)
 
         is_updated = False
-        if past_key_values is not None:
-            if isinstance(past_key_values, EncoderDecoderCache):
-                is_updated = past_key_values.is_updated.get(self.layer_idx)
+        if cache is not None:
+            if isinstance(cache, EncoderDecoderCache):
+                is_updated = cache.is_updated.get(self.layer_idx)
                 if is_cross_attention:
-                    curr_past_key_values = past_key_values.cross_attention_cache
+                    curr_cache = cache.cross_attention_cache
                 else:
-                    curr_past_key_values = past_key_values.self_attention_cache
+                    curr_cache = cache.self_attention_cache
             else:
-                curr_past_key_values = past_key_values
+                curr_cache = cache
 
         current_states = key_value_states if is_cross_attention else hidden_states
-        if is_cross_attention and past_key_values is not None and is_updated:
-            key_states = curr_past_key_values.layers[self.layer_idx].keys
-            value_states = curr_past_key_values.layers[self.layer_idx].values
+        if is_cross_attention and cache is not None and is_updated:
+            key_states = curr_cache.layers[self.layer_idx].keys
+            value_states = curr_cache.layers[self.layer_idx].values
         else:
             kv_shape = (*current_states.shape[:-1], -1, self.head_dim)
             key_states = self.k_proj(current_states).view(kv_shape).transpose(1, 2)
             value_states = self.v_proj(current_states).view(kv_shape).transpose(1, 2)
-            if past_key_values is not None:  # the cache holds all H' heads
-                key_states, value_states = curr_past_key_values.update(key_states, value_states, self.layer_idx)
-                if is_cross_attention and isinstance(past_key_values, EncoderDecoderCache):
-                    past_key_values.is_updated[self.layer_idx] = True
+            if cache is not None:  # the cache holds all H' heads
+                key_states, value_states = curr_cache.update(key_states, value_states, self.layer_idx, kwargs=kwargs)
+                if is_cross_attention and isinstance(cache, EncoderDecoderCache):
+                    cache.is_updated[self.layer_idx] = True
 
         attention_interface: Callable = ALL_ATTENTION_FUNCTIONS.get_interface(
             self.config._attn_implementation, type(self).eager_attention

@@ -9,6 +9,8 @@ import copy
 import pytest
 import torch
 
+from hf_headsel.compat import CACHE_KWARG
+
 from conftest import (
     DECODER_IDS,
     ENCODER_IDS,
@@ -37,7 +39,7 @@ def test_kv_cache_holds_only_selected_heads(family):
     with torch.no_grad():
         out = model(**inputs, decoder_input_ids=decoder_input_ids, use_cache=True, **MIXED)
     encoder_length = out.encoder_last_hidden_state.shape[1]
-    cache = out.past_key_values
+    cache = getattr(out, CACHE_KWARG)
     for layer in range(LAYERS):
         for states in (cache.self_attention_cache.layers[layer].keys, cache.self_attention_cache.layers[layer].values):
             assert states.shape == (4, HEADS, decoder_input_ids.shape[1], HEAD_DIM)
@@ -51,7 +53,7 @@ def test_kv_cache_holds_only_selected_heads(family):
             encoder_outputs=(out.encoder_last_hidden_state,),
             attention_mask=inputs["attention_mask"],
             decoder_input_ids=next_ids,
-            past_key_values=cache,
+            cache=cache,
             use_cache=True,
             **MIXED,
         ).logits
@@ -62,7 +64,7 @@ def test_kv_cache_holds_only_selected_heads(family):
 def test_beam_search_cache_holds_only_selected_heads(family):
     model = mixed_model(family, "group")
     out = model.generate(**family.inputs(), **MIXED, num_beams=3, max_new_tokens=4, return_dict_in_generate=True)
-    cache = out.past_key_values
+    cache = getattr(out, CACHE_KWARG)
     for layer in range(LAYERS):
         assert cache.self_attention_cache.layers[layer].keys.shape[:2] == (12, HEADS)
         assert cache.cross_attention_cache.layers[layer].keys.shape[:2] == (12, HEADS)

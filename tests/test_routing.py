@@ -9,6 +9,8 @@ import itertools
 import pytest
 import torch
 
+from hf_headsel.compat import CACHE_KWARG
+
 from conftest import (
     ALL_COMPONENTS,
     DECODER_IDS,
@@ -444,12 +446,12 @@ def test_grouping_a_mixed_batch_changes_no_output(family, training):
                 outputs["grads"] = {n: p.grad for n, p in model.named_parameters() if p.grad is not None}
             else:  # labels turn the cache off: a forward without them returns one
                 outputs["cache"] = model(**family.inputs(), decoder_input_ids=labels, use_cache=True,
-                                         **MIXED).past_key_values
+                                         **MIXED)[CACHE_KWARG]
         results[grouping] = outputs
     grouped, given = results[True], results[False]
     assert set(grouped.keys()) == set(given.keys())
     for key in given.keys():
-        if key in ("cache", "past_key_values"):
+        if key in ("cache", CACHE_KWARG):
             for part in ("self_attention_cache", "cross_attention_cache"):
                 layers = zip(getattr(grouped[key], part).layers, getattr(given[key], part).layers, strict=True)
                 for layer_grouped, layer_given in layers:

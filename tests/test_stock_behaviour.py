@@ -26,6 +26,8 @@ from transformers.cache_utils import Cache
 from transformers.processing_utils import Unpack
 from transformers.utils import ModelOutput, TransformersKwargs
 
+from hf_headsel.compat import CACHE_KWARG, OLD_CACHE_KWARG
+
 from conftest import ALL_COMPONENTS, HEADS, randomize_selector_logits, seed_everything
 
 MIXED = dict(encoder_task_ids=torch.tensor([0, 1, 1, 0]), decoder_task_ids=torch.tensor([0, 2, 1, 2]))
@@ -429,7 +431,9 @@ def test_forward_signature_is_the_stocks_plus_the_task_ids(family, kind):
         ours, stock = ((family.model_class, family.stock_model_class) if kind == "lm"
                        else (family.base_model_class, family.stock_base_model_class))
         extra = ["encoder_task_ids", "decoder_task_ids"]
-    stock_params = inspect.signature(stock.forward).parameters
+    # ours name the cache `cache` (transformers 5.24's name) on every supported version
+    stock_params = {"cache" if name == OLD_CACHE_KWARG else name: parameter
+                    for name, parameter in inspect.signature(stock.forward).parameters.items()}
     our_params = inspect.signature(ours.forward).parameters
     if kind == "attention":  # one shared attention forward: every stock keyword is taken, by name or **kwargs
         assert set(stock_params) - set(our_params) <= {"output_attentions"}, set(stock_params) - set(our_params)
@@ -579,10 +583,15 @@ def test_labels_and_a_cached_continuation_give_the_stock_output(family):
         first = [m(**inputs, decoder_input_ids=decoder_input_ids[:, :3], use_cache=True, **extra)
                  for m, extra in ((stock, {}), (model, MIXED))]
         expected_next = stock(**inputs, decoder_input_ids=decoder_input_ids[:, 3:4],
-                              past_key_values=first[0].past_key_values)
+                              **{CACHE_KWARG: first[0][CACHE_KWARG]})
         got_next = model(**inputs, decoder_input_ids=decoder_input_ids[:, 3:4],
-                         past_key_values=first[1].past_key_values, **MIXED)
-    assert_same(without_kl(got_next), expected_next, "continuation")
+                         cache=first[1][CACHE_KWARG], **MIXED)
+        assert_same(without_kl(got_next), expected_next, "continuation")
+        # the cache's name before transformers 5.24, still taken as the stock takes it (deprecated until 5.40)
+        prefix = model(**inputs, decoder_input_ids=decoder_input_ids[:, :3], use_cache=True, **MIXED)
+        got_next = model(**inputs, decoder_input_ids=decoder_input_ids[:, 3:4],
+                         past_key_values=prefix[CACHE_KWARG], **MIXED)
+    assert_same(without_kl(got_next), expected_next, "continuation through `past_key_values`")
 
 
 GENERATE_CASES = {
@@ -611,6 +620,6 @@ def test_every_generate_option_gives_the_stock_output(family, case):
     got = model.generate(**kwargs, **MIXED)
     if isinstance(expected, ModelOutput):
         # beam search keeps a cache; compare the tokens, scores and captured tensors
-        expected = {key: value for key, value in expected.items() if key != "past_key_values"}
-        got = {key: value for key, value in got.items() if key != "past_key_values"}
+        expected = {key: value for key, value in expected.items() if key != CACHE_KWARG}
+        got = {key: value for key, value in got.items() if key != CACHE_KWARG}
     assert_same(got, expected, case)

@@ -26,6 +26,7 @@ from transformers.modeling_outputs import Seq2SeqLMOutput
 from .adapters import TaskAdapters
 from .attention import HeadSelectionAttentionMixin
 from .configuration_head_selection import SIDES, HeadSelectionConfigMixin, attention_path, component_side
+from .compat import CACHE_KWARG
 from .conversion import export_task_model, from_stock
 from .routing import (
     EVAL_WEIGHTS_KWARG,
@@ -225,7 +226,7 @@ class HeadSelectionBaseModelMixin:
         every forward pass."""
         if routing is None or not routing.interleaved or not self.group_mixed_batches or is_compiling():
             return False
-        if inputs.get("past_key_values") is not None:
+        if inputs.get(CACHE_KWARG) is not None:
             return False
         if any(isinstance(value, torch.Tensor) and value.dim() and key not in BATCH_FIRST_INPUTS
                for key, value in inputs.items()):
@@ -352,7 +353,7 @@ class HeadSelectionModelMixin(HeadSelectionBaseModelMixin):
         otherwise gather every selected head's weight rows in its graph at every step."""
         inputs = super().prepare_inputs_for_generation(*args, **kwargs)
         # only a compileable (static) cache lets `generate` compile its decoding step
-        compileable = getattr(inputs.get("past_key_values"), "is_compileable", False)
+        compileable = getattr(inputs.get(CACHE_KWARG), "is_compileable", False)
         if not compileable or self.training or torch.is_grad_enabled() or is_compiling():
             return inputs
         reference = first_tensor(inputs.get("decoder_input_ids"), inputs.get("decoder_inputs_embeds"))

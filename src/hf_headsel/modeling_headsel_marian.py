@@ -13,6 +13,7 @@ from transformers.models.marian.modeling_marian import MarianAttention, eager_at
 from transformers.processing_utils import Unpack
 from transformers.utils import TransformersKwargs, can_return_tuple
 
+from .compat import CACHE_KWARG, takes_stock_cache_name
 from .configuration_headsel_marian import HeadSelMarianConfig
 from .attention import HeadSelectionAttentionMixin
 from .modeling_head_selection import HeadSelectionBaseModelMixin, HeadSelectionModelMixin, HeadSelSeq2SeqLMOutput
@@ -61,6 +62,7 @@ class HeadSelMarianModel(HeadSelectionBaseModelMixin, MarianModel):
         self.install_head_selection()
 
     @can_return_tuple
+    @takes_stock_cache_name
     def forward(
         self,
         input_ids: torch.LongTensor | None = None,
@@ -68,7 +70,7 @@ class HeadSelMarianModel(HeadSelectionBaseModelMixin, MarianModel):
         decoder_input_ids: torch.LongTensor | None = None,
         decoder_attention_mask: torch.Tensor | None = None,
         encoder_outputs: tuple[torch.Tensor] | BaseModelOutput | None = None,
-        past_key_values: Cache | None = None,
+        cache: Cache | None = None,
         inputs_embeds: torch.Tensor | None = None,
         decoder_inputs_embeds: torch.Tensor | None = None,
         use_cache: bool | None = None,
@@ -88,7 +90,7 @@ class HeadSelMarianModel(HeadSelectionBaseModelMixin, MarianModel):
             decoder_input_ids=decoder_input_ids,
             decoder_attention_mask=decoder_attention_mask,
             encoder_outputs=encoder_outputs,
-            past_key_values=past_key_values,
+            **{CACHE_KWARG: cache},  # the installed transformers' name for it
             inputs_embeds=inputs_embeds,
             decoder_inputs_embeds=decoder_inputs_embeds,
             use_cache=use_cache,
@@ -131,6 +133,7 @@ class HeadSelMarianMTModel(HeadSelectionModelMixin, MarianMTModel):
         self.install_head_selection()
 
     @can_return_tuple
+    @takes_stock_cache_name
     def forward(
         self,
         input_ids: torch.LongTensor | None = None,
@@ -138,7 +141,7 @@ class HeadSelMarianMTModel(HeadSelectionModelMixin, MarianMTModel):
         decoder_input_ids: torch.LongTensor | None = None,
         decoder_attention_mask: torch.Tensor | None = None,
         encoder_outputs: tuple[torch.Tensor] | BaseModelOutput | None = None,
-        past_key_values: Cache | None = None,
+        cache: Cache | None = None,
         inputs_embeds: torch.Tensor | None = None,
         decoder_inputs_embeds: torch.Tensor | None = None,
         labels: torch.LongTensor | None = None,
@@ -165,7 +168,7 @@ class HeadSelMarianMTModel(HeadSelectionModelMixin, MarianMTModel):
             decoder_input_ids=decoder_input_ids,
             decoder_attention_mask=decoder_attention_mask,
             encoder_outputs=encoder_outputs,
-            past_key_values=past_key_values,
+            **{CACHE_KWARG: cache},  # the installed transformers' name for it
             inputs_embeds=inputs_embeds,
             decoder_inputs_embeds=decoder_inputs_embeds,
             labels=labels,

@@ -14,6 +14,7 @@ from transformers.models.speech_to_text.modeling_speech_to_text import Speech2Te
 from transformers.processing_utils import Unpack
 from transformers.utils import TransformersKwargs, can_return_tuple
 
+from .compat import CACHE_KWARG, takes_stock_cache_name
 from .configuration_headsel_speech_to_text import HeadSelSpeech2TextConfig
 from .attention import HeadSelectionAttentionMixin
 from .modeling_head_selection import HeadSelectionBaseModelMixin, HeadSelectionModelMixin, HeadSelSeq2SeqLMOutput
@@ -66,6 +67,7 @@ class HeadSelSpeech2TextModel(HeadSelectionBaseModelMixin, Speech2TextModel):
         self.install_head_selection()
 
     @can_return_tuple
+    @takes_stock_cache_name
     def forward(
         self,
         input_features: torch.FloatTensor | None = None,
@@ -73,7 +75,7 @@ class HeadSelSpeech2TextModel(HeadSelectionBaseModelMixin, Speech2TextModel):
         decoder_input_ids: torch.LongTensor | None = None,
         decoder_attention_mask: torch.LongTensor | None = None,
         encoder_outputs: tuple[tuple[torch.Tensor]] | None = None,
-        past_key_values: Cache | None = None,
+        cache: Cache | None = None,
         decoder_inputs_embeds: torch.Tensor | None = None,
         use_cache: bool | None = None,
         encoder_task_ids: torch.LongTensor | None = None,
@@ -92,7 +94,7 @@ class HeadSelSpeech2TextModel(HeadSelectionBaseModelMixin, Speech2TextModel):
             decoder_input_ids=decoder_input_ids,
             decoder_attention_mask=decoder_attention_mask,
             encoder_outputs=encoder_outputs,
-            past_key_values=past_key_values,
+            **{CACHE_KWARG: cache},  # the installed transformers' name for it
             decoder_inputs_embeds=decoder_inputs_embeds,
             use_cache=use_cache,
             return_dict=True,  # the tuple, if asked for, is made by `can_return_tuple` above
@@ -133,6 +135,7 @@ class HeadSelSpeech2TextForConditionalGeneration(HeadSelectionModelMixin, Speech
         self.install_head_selection()
 
     @can_return_tuple
+    @takes_stock_cache_name
     def forward(
         self,
         input_features: torch.FloatTensor | None = None,
@@ -140,7 +143,7 @@ class HeadSelSpeech2TextForConditionalGeneration(HeadSelectionModelMixin, Speech
         decoder_input_ids: torch.LongTensor | None = None,
         decoder_attention_mask: torch.LongTensor | None = None,
         encoder_outputs: tuple[tuple[torch.Tensor]] | None = None,
-        past_key_values: Cache | None = None,
+        cache: Cache | None = None,
         decoder_inputs_embeds: torch.Tensor | None = None,
         labels: torch.LongTensor | None = None,
         use_cache: bool | None = None,
@@ -166,7 +169,7 @@ class HeadSelSpeech2TextForConditionalGeneration(HeadSelectionModelMixin, Speech
             decoder_input_ids=decoder_input_ids,
             decoder_attention_mask=decoder_attention_mask,
             encoder_outputs=encoder_outputs,
-            past_key_values=past_key_values,
+            **{CACHE_KWARG: cache},  # the installed transformers' name for it
             decoder_inputs_embeds=decoder_inputs_embeds,
             labels=labels,
             use_cache=use_cache,
