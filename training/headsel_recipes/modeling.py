@@ -18,6 +18,8 @@ from transformers import (
     Speech2TextConfig,
     Speech2TextForConditionalGeneration,
 )
+from transformers.models.marian.modeling_marian import MarianSinusoidalPositionalEmbedding
+from transformers.models.speech_to_text.modeling_speech_to_text import Speech2TextSinusoidalPositionalEmbedding
 
 from hf_headsel import (
     HeadSelMarianConfig,
@@ -156,6 +158,7 @@ def build_model(
     else:
         raise ValueError(f"cannot train from {path!r} (model_type {model_type!r}) with this recipe"
                          + (" as a --shared_baseline" if model_args.shared_baseline else ""))
+    freeze_sinusoidal_positions(model)
     if model_args.init_encoder_from:
         init_encoder_from(model, model_args.init_encoder_from, model_args.cache_dir)
     if model_args.train_only_adapters:
@@ -163,6 +166,26 @@ def build_model(
     if not task.speech:
         model.generation_config.bad_words_ids = [[model.config.pad_token_id]]
     return model
+
+
+#: Fixed sinusoidal position tables: not trained, and not saved (rebuilt when a checkpoint loads).
+SINUSOIDAL_POSITIONS = (MarianSinusoidalPositionalEmbedding, Speech2TextSinusoidalPositionalEmbedding)
+
+
+def freeze_sinusoidal_positions(model) -> list[str]:
+    """Keep the sinusoidal position tables fixed, as the papers and Transformers before 5.24 do. From 5.24
+    gradients reach Marian's table (its forward lost `torch.no_grad`): a checkpoint loaded with `from_pretrained`
+    would train it (and lose the change on saving) while a model built or upcycled in memory, whose table does not
+    require gradients, would not; compared systems would then train different parameters. Returns the parameters
+    frozen here."""
+    frozen = []
+    for module_name, module in model.named_modules():
+        if isinstance(module, SINUSOIDAL_POSITIONS):
+            for name, parameter in module.named_parameters():
+                if parameter.requires_grad:
+                    parameter.requires_grad_(False)
+                    frozen.append(f"{module_name}.{name}")
+    return frozen
 
 
 def freeze_all_but_adapters(model) -> int:
