@@ -158,7 +158,9 @@ def build_model(
     else:
         raise ValueError(f"cannot train from {path!r} (model_type {model_type!r}) with this recipe"
                          + (" as a --shared_baseline" if model_args.shared_baseline else ""))
-    freeze_sinusoidal_positions(model)
+    frozen = freeze_sinusoidal_positions(model)
+    if frozen:
+        logger.info("kept the sinusoidal position tables fixed: %s", ", ".join(frozen))
     if model_args.init_encoder_from:
         init_encoder_from(model, model_args.init_encoder_from, model_args.cache_dir)
     if model_args.train_only_adapters:
