@@ -9,6 +9,10 @@ operation that counts) except the ones that launch no kernel (views, allocations
 operation is about one kernel launch (a few, such as fused attention, launch more; the optimizer is the same for
 both systems). The counts are deterministic, so a change that adds or removes kernels shows here exactly.
 
+Beside the kernels, the host work around them: the Python function calls of the same call (builtins included, as
+`cProfile` counts them; deterministic too). Where kernels are small (a decoding step, a GPU, the tiny `--quick`
+model) a step's time is its kernels plus this Python, and a change to the per-layer code shows here first.
+
 The measurements: eval forward, greedy and beam-search generation (`num_beams` of overhead.py) and a training step
 (with the AdamW update), single-task and mixed-task. `--family` and `--components` are overhead.py's (its presets
 included: `paper`, `all`, `cross`).
@@ -23,6 +27,8 @@ from __future__ import annotations
 
 import argparse
 import collections
+import cProfile
+import pstats
 from dataclasses import replace
 
 import torch
@@ -79,6 +85,15 @@ def count_ops(run) -> collections.Counter:
     return counted
 
 
+def count_python_calls(run) -> int:
+    """The Python function calls (builtins included, as `cProfile` counts them) of one call of `run`, after one
+    untimed call."""
+    run()
+    profiler = cProfile.Profile()
+    profiler.runcall(run)
+    return pstats.Stats(profiler).total_calls
+
+
 def measurements(cfg: BenchConfig, models: dict, train_models: dict, mixed: bool) -> dict:
     """`{name: {system: run}}` for one batch kind: overhead.py's measurements, generation named with its tokens."""
     calls = measurement_calls(cfg, models, train_models, mixed, torch.device("cpu"))
@@ -87,7 +102,8 @@ def measurements(cfg: BenchConfig, models: dict, train_models: dict, mixed: bool
 
 
 def count_table(cfg: BenchConfig, verbose: bool = False) -> list[str]:
-    """Markdown rows `| measurement | batch | projection | stock | head selection | ratio |` for one configuration."""
+    """Markdown rows `| measurement | batch | projection | stock | head selection | ratio |` (kernels), then the
+    same three columns for Python calls, for one configuration."""
     models = build_models(cfg, torch.device("cpu"), torch.float32)
     train_models = build_models(cfg, torch.device("cpu"), torch.float32)
     rows = []
@@ -97,14 +113,16 @@ def count_table(cfg: BenchConfig, verbose: bool = False) -> list[str]:
             for name, calls in measurements(cfg, models, train_models, mixed).items():
                 counts = {system: count_ops(calls[system]) for system in SYSTEMS}
                 stock, headsel = (sum(counts[system].values()) for system in SYSTEMS)
+                python = {system: count_python_calls(calls[system]) for system in SYSTEMS}
                 kind = "mixed" if mixed else "single"
                 projection = mode if mixed else "-"
-                rows.append(f"| {name} | {kind} | {projection} | {stock} | {headsel} | {headsel / stock:.2f} |")
+                rows.append(f"| {name} | {kind} | {projection} | {stock} | {headsel} | {headsel / stock:.2f} | "
+                            f"{python['stock']} | {python['headsel']} | {python['headsel'] / python['stock']:.2f} |")
                 if verbose:
                     delta = counts["headsel"].copy()
                     delta.subtract(counts["stock"])
                     changes = ", ".join(f"{op[6:]} {n:+d}" for op, n in delta.most_common() if n)
-                    rows.append(f"|  |  |  |  | {changes} |")
+                    rows.append(f"|  |  |  |  | {changes} |  |  |  |  |")
     HeadSelectionAttentionMixin.mixed_batch_projection = "auto"
     return rows
 
@@ -122,12 +140,13 @@ def main(argv=None) -> int:
         raise SystemExit("--tasks must be >= 1")
     base = BenchConfig(**{**(QUICK if args.quick else {}), **model})
     torch.set_num_threads(1)
-    print(f"{model_summary(base)}. Kernel-launching ATen ops per call (the train step includes the AdamW "
-          "update).")  # fmt: skip
+    print(f"{model_summary(base)}. Kernel-launching ATen ops and Python function calls per call (the train step "
+          "includes the AdamW update).")  # fmt: skip
     for tasks in args.tasks or [None]:
         cfg = base if tasks is None else replace(base, encoder_tasks=tasks, decoder_tasks=tasks)
         print(f"\n{cfg.encoder_tasks} + {cfg.decoder_tasks} tasks\n")
-        print("| measurement | batch | projection | stock | head selection | ratio |\n|---|---|---|---:|---:|---:|")
+        print("| measurement | batch | projection | stock | head selection | ratio | Python calls, stock | head selection "
+              "| ratio |\n|---|---|---|---:|---:|---:|---:|---:|---:|")
         print("\n".join(count_table(cfg, args.verbose)), flush=True)
     return 0
 

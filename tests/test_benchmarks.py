@@ -79,6 +79,26 @@ def test_op_count_counts_the_operations_that_do_work():
     assert not any(name in op_count.NO_KERNEL for name in counts)
 
 
+def test_op_count_counts_python_calls_deterministically():
+    import op_count
+
+    def leaf():
+        return len([])  # one more call: the builtin
+
+    def twice():
+        leaf(), leaf()
+
+    def once():
+        leaf()
+
+    assert op_count.count_python_calls(twice) - op_count.count_python_calls(once) == 2
+    cfg = overhead.BenchConfig(**overhead.QUICK)
+    models = overhead.build_models(cfg, torch.device("cpu"), torch.float32)
+    greedy = op_count.measurements(cfg, models, models, mixed=False)[f"generate greedy ({cfg.max_new_tokens} tokens)"]
+    counts = [op_count.count_python_calls(greedy["headsel"]) for _ in range(2)]
+    assert counts[0] == counts[1]
+
+
 def test_single_task_inference_launches_no_more_operations_than_the_stock_model():
     # DESIGN.md section 5: a batch of one task costs what the stock model costs. On a launch-bound GPU that cost is
     # the number of kernels: count them (deterministic) on the benchmark's tiny configuration.

@@ -16,12 +16,14 @@ it applies. Compile tests use the `eager` dynamo backend: what failed was dynamo
 
 from __future__ import annotations
 
+import copy
 import inspect
+import types
 import typing
 
 import pytest
 import torch
-from transformers import AutoModel, CompileConfig, GenerationConfig
+from transformers import AutoModel, CompileConfig, GenerationConfig, GenerationMixin
 from transformers.cache_utils import Cache
 from transformers.processing_utils import Unpack
 from transformers.utils import ModelOutput, TransformersKwargs
@@ -334,23 +336,46 @@ def test_compiled_decoding_steps_read_the_caches_validated_on_the_host(family, i
 @pytest.mark.parametrize("overrides", [{}, {"cross_attention_task_key": "pair"}, {"task_adapter_dim": 4}],
                          ids=["decoder key", "pair key", "adapters"])
 @pytest.mark.parametrize("num_beams", [1, 3])
-def test_static_cache_steps_with_the_validated_caches_generate_what_the_dynamic_cache_does(family, overrides,
-                                                                                           num_beams):
-    """Eager steps on a static cache read the caches `prepare_inputs_for_generation` validated on the host (every
-    step gets them); greedy and beam search generate what the dynamic cache's steps, which read the layers' own
-    caches, generate: with cross-attention keyed by the pair of tasks, and with per-direction adapters too."""
+def test_steps_with_the_validated_caches_generate_what_steps_validating_their_own_caches_do(family, overrides,
+                                                                                            num_beams):
+    """Every step of `generate` (prefill and decoding, static or dynamic cache) reads the caches
+    `prepare_inputs_for_generation` validated once per call; greedy and beam search generate what steps prepared
+    the stock way, each layer reading its own cache, generate: with cross-attention keyed by the pair of tasks, and
+    with per-direction adapters too."""
     from hf_headsel.routing import EVAL_WEIGHTS_KWARG
 
     model = build(family, 2, **overrides)
     kwargs = dict(**family.inputs(), **MIXED, max_new_tokens=6, min_new_tokens=6, do_sample=False, num_beams=num_beams)
-    expected = model.generate(**kwargs)
-    handed = []
+    stock_steps = copy.deepcopy(model)
+    stock_steps.prepare_inputs_for_generation = types.MethodType(GenerationMixin.prepare_inputs_for_generation,
+                                                                 stock_steps)
+    expected = stock_steps.generate(**kwargs)
+    handed, validations = [], []
     model.register_forward_pre_hook(lambda module, args, kw: handed.append(EVAL_WEIGHTS_KWARG in kw), with_kwargs=True)
-    torch.testing.assert_close(model.generate(**kwargs, cache_implementation="static"), expected)
-    assert len(handed) == 6 and all(handed)  # the prefill and every decoding step
-    handed.clear()
-    model.generate(**kwargs)
-    assert handed and not any(handed)  # a dynamic cache: the stock step inputs
+    validate = model._decoder_eval_weights
+    model._decoder_eval_weights = lambda *args: validations.append(args) or validate(*args)
+    for cache in ({}, {"cache_implementation": "static"}):
+        handed.clear(), validations.clear()
+        torch.testing.assert_close(model.generate(**kwargs, **cache), expected)
+        assert len(handed) == 6 and all(handed)  # the prefill and every decoding step
+        assert len(validations) == 1  # once per call
+
+
+def test_generate_follows_weights_changed_between_calls(family):
+    """The caches a `generate` call validated once are not reused by the next call: weights changed in place in
+    between are followed."""
+    model = build(family, 2)
+    kwargs = dict(**family.inputs(), **MIXED, max_new_tokens=6, min_new_tokens=6, do_sample=False,
+                  output_scores=True, return_dict_in_generate=True)
+    before = model.generate(**kwargs).scores
+    with torch.no_grad():
+        for name, parameter in model.named_parameters():
+            if "decoder" in name and name.endswith(("q_proj.weight", "v_proj.weight")):
+                parameter.mul_(1.5)
+    after = model.generate(**kwargs).scores
+    model.clear_head_selection_cache()  # reference: nothing cached
+    torch.testing.assert_close(after, model.generate(**kwargs).scores)
+    assert not torch.allclose(before[0], after[0])
 
 
 # ---------------------------------------------------------------------------------------------------------------

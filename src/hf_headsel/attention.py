@@ -62,6 +62,10 @@ class HeadSelectionAttentionMixin:
 
     def enable_head_selection(self, component: str, layer: int, total_heads: int, selector: HeadSelector) -> None:
         self.component, self.selection_layer, self.total_heads = component, layer, total_heads
+        # Read once: both are fixed with the logits' shape, and a config attribute read costs microseconds in
+        # every layer call of every decoding step.
+        self.key_sides = self.config.component_sides(component)
+        self.selection_key = f"{component}.{layer}"  # the layer's key in `head_selection_eval_weights`
         bias = self.q_proj.bias is not None
         width = total_heads * self.head_dim
         self.q_proj = nn.Linear(self.embed_dim, width, bias=bias)
@@ -70,11 +74,6 @@ class HeadSelectionAttentionMixin:
         # A plain reference, not a submodule: `phi` is registered once, on the model.
         self.__dict__["selector"] = selector
         self.__dict__["_task_weights_cache"] = {}
-
-    @property
-    def selection_key(self) -> str:
-        """The layer's key in a decoding step's `head_selection_eval_weights`: `"{component}.{layer}"`."""
-        return f"{self.component}.{self.selection_layer}"
 
     def extra_repr(self) -> str:
         return (
@@ -209,12 +208,14 @@ class HeadSelectionAttentionMixin:
         draw = self.selector.draw(self.training, float(self.config.head_selection_temperature), device)
         return draw.layer(self.selection_layer)
 
-    def _cached_task_weights(self, task: int, device: torch.device,
-                             prepared: dict | None = None) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """The deterministic stacked q/k/v weight and bias of `task`, for evaluation without autograd."""
+    def _cached_task_weights(self, task: int, device: torch.device, prepared: dict | None = None) -> dict:
+        """The deterministic weight and bias rows of `task`'s heads for each part of [`PARTS`] (`{part: (weight,
+        bias)}`), for evaluation without autograd: views of one stacked q/k/v matrix, sliced once per cache fill
+        rather than in every call."""
         def compute():
             heads = self._layer_choice(None, device, prepared)[0]
-            return self._task_weights(heads[task : task + 1])[0]
+            weight, bias = self._task_weights(heads[task : task + 1])[0]
+            return {part: self._part_rows(weight, bias, part, self.num_heads) for part in PARTS}
 
         return self._eval_cached(task, compute, prepared)
 
@@ -240,7 +241,13 @@ class HeadSelectionAttentionMixin:
         `prepared`: this layer's evaluation caches as validated for the call ([`eval_weights`]), or `None`.
         """
         # without autograd in evaluation, the choice and the weights come from the layer's cache
-        heads, gates = (None, None) if self._uses_eval_cache() else self._layer_choice(routing, states.device)
+        if self._uses_eval_cache():
+            heads = gates = None
+            if route.single_task is not None:  # serving one task: its cached rows, validated once per call
+                rows = self._cached_task_weights(route.single_task, states.device, prepared)
+                return partial(self._project_rows, rows=rows), None
+        else:
+            heads, gates = self._layer_choice(routing, states.device)
         if gates is not None:  # one task's gates broadcast over the batch, else one row per example
             gates = gates[route.single_task] if route.single_task is not None else gates[route.ids]
         # a traced route (torch.compile) does not know which tasks it holds: each example gathers its heads
@@ -253,9 +260,8 @@ class HeadSelectionAttentionMixin:
                          prepared: dict | None = None) -> Callable:
         """`(task, part)` -> the weight and bias rows of `part` of the task's heads: from the cache (`heads=None`),
         or gathered for every task of `route` at once from `heads` (`[tasks, H]`)."""
-        if heads is None:  # no autograd: slices of the cached stack cost nothing
-            return lambda task, part: self._part_rows(*self._cached_task_weights(task, device, prepared), part,
-                                                      self.num_heads)
+        if heads is None:  # no autograd: the cached rows of each task
+            return lambda task, part: self._cached_task_weights(task, device, prepared)[part]
         first = route.tasks[0]
         present = heads[first : first + 1] if route.task_index is None else heads[route.task_index]
         stacked = dict(zip(route.tasks, self._task_weights(present)))
@@ -317,7 +323,15 @@ class HeadSelectionAttentionMixin:
         def project(task: int, examples: torch.Tensor) -> torch.Tensor:
             return F.linear(examples, *weights(task, part))
 
-        return route.per_task(x, project).unflatten(-1, (-1, self.num_heads, self.head_dim)).unbind(-3)
+        return self._split_heads(route.per_task(x, project))
+
+    def _project_rows(self, x: torch.Tensor, part: str, rows: dict):
+        """`x @ W^T + b` on one task's rows of `part` (`rows`: `{part: (weight, bias)}`), the whole batch at once."""
+        return self._split_heads(F.linear(x, *rows[part]))
+
+    def _split_heads(self, projected: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        """`[batch, time, n * H * head_dim]` -> `n` tensors `[batch, time, H, head_dim]` (q, k and/or v)."""
+        return projected.unflatten(-1, (-1, self.num_heads, self.head_dim)).unbind(-3)
 
     def _project_gathered(self, x: torch.Tensor, part: str, weights: Callable[[str], tuple],
                           example_heads: torch.LongTensor):
@@ -340,7 +354,7 @@ class HeadSelectionAttentionMixin:
         **kwargs: Unpack[FlashAttentionKwargs],
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """Input shape: Batch x Time x Channel. Mirrors the stock attention, heads chosen per example."""
-        route = route_from_kwargs(self.config, self.config.component_sides(self.component), kwargs, hidden_states)
+        route = route_from_kwargs(self.config, self.key_sides, kwargs, hidden_states)
         prepared = kwargs.get(EVAL_WEIGHTS_KWARG)  # a decoding step's validated caches (see `eval_weights`)
         prepared = prepared.get(self.selection_key) if prepared is not None else None
         project, gates = self._projector(route, hidden_states, kwargs.get(ROUTING_KWARG), prepared)

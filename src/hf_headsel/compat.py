@@ -11,6 +11,7 @@ Copied next to saved models as remote code; imports only transformers.
 from __future__ import annotations
 
 import functools
+import inspect
 from collections.abc import Callable
 
 import transformers
@@ -24,19 +25,26 @@ OLD_CACHE_KWARG = "past_key_values"
 def takes_stock_cache_name(forward: Callable) -> Callable:
     """Decorates a forward whose cache parameter is `cache`: it also takes the cache as `past_key_values`, as the
     stock forwards of the installed transformers do (their own name before 5.24; deprecated from 5.24 to 5.40,
-    with the stock's warning)."""
+    with the stock's warning).
+
+    The forward's signature is computed once and kept on the wrapper (`__signature__`, which outer `functools.wraps`
+    decorators copy): transformers reads it at every decoding step for models registered for the Auto classes
+    (5.24's check for remote code that still takes `cache_position`), and unwrapping the decorators each time costs
+    tens of microseconds per step."""
     if CACHE_KWARG == "cache":
-        return deprecate_kwarg(OLD_CACHE_KWARG, "5.40.0", new_name="cache")(forward)
+        wrapper = deprecate_kwarg(OLD_CACHE_KWARG, "5.40.0", new_name="cache")(forward)
+    else:
 
-    @functools.wraps(forward)
-    def forward_taking_past_key_values(*args, **kwargs):
-        if OLD_CACHE_KWARG in kwargs:
-            if kwargs.get("cache") is not None:
-                raise ValueError("pass the cache once: as `cache` or as `past_key_values`, not both")
-            kwargs["cache"] = kwargs.pop(OLD_CACHE_KWARG)
-        return forward(*args, **kwargs)
+        @functools.wraps(forward)
+        def wrapper(*args, **kwargs):
+            if OLD_CACHE_KWARG in kwargs:
+                if kwargs.get("cache") is not None:
+                    raise ValueError("pass the cache once: as `cache` or as `past_key_values`, not both")
+                kwargs["cache"] = kwargs.pop(OLD_CACHE_KWARG)
+            return forward(*args, **kwargs)
 
-    return forward_taking_past_key_values
+    wrapper.__signature__ = inspect.signature(forward)
+    return wrapper
 
 
 __all__ = ["CACHE_KWARG", "OLD_CACHE_KWARG", "takes_stock_cache_name"]

@@ -342,30 +342,55 @@ class HeadSelectionModelMixin(HeadSelectionBaseModelMixin):
                     ),
                     return_dict=True,
                 )
-        return super().generate(
-            inputs, *args, encoder_task_ids=encoder_task_ids, decoder_task_ids=decoder_task_ids, **kwargs
-        )
+        outer = self.__dict__.get("_generation_memo")  # a generate call inside a generate call keeps its own
+        self.__dict__["_generation_memo"] = {}
+        try:
+            return super().generate(
+                inputs, *args, encoder_task_ids=encoder_task_ids, decoder_task_ids=decoder_task_ids, **kwargs
+            )
+        finally:
+            self.__dict__["_generation_memo"] = outer
 
     def prepare_inputs_for_generation(self, *args, **kwargs) -> dict:
-        """The stock inputs of a generation step, plus, with a cache that `generate` may compile the step for (a
-        static one) and without autograd, the evaluation caches of the selecting decoder layers, validated here on
-        the host ([`_decoder_eval_weights`]): a compiled decoding step cannot validate them itself, and would
-        otherwise gather every selected head's weight rows in its graph at every step."""
+        """The stock inputs of a generation step, plus, without autograd, the evaluation caches of the selecting
+        decoder layers, validated on the host once per `generate` call ([`_generation_eval_weights`]).
+
+        A step would otherwise validate them in every layer (a few microseconds of Python per layer and step, which
+        adds up against a small model's step), and a compiled step (static cache) cannot validate them at all: it
+        would gather every selected head's weight rows in its graph at every step."""
         inputs = super().prepare_inputs_for_generation(*args, **kwargs)
-        # only a compileable (static) cache lets `generate` compile its decoding step
-        compileable = getattr(inputs.get(CACHE_KWARG), "is_compileable", False)
-        if not compileable or self.training or torch.is_grad_enabled() or is_compiling():
+        if self.training or torch.is_grad_enabled() or is_compiling():
             return inputs
+        # only a compileable (static) cache lets `generate` compile its decoding step, which reads the ids traced
+        compileable = getattr(inputs.get(CACHE_KWARG), "is_compileable", False)
         reference = first_tensor(inputs.get("decoder_input_ids"), inputs.get("decoder_inputs_embeds"))
-        inputs[EVAL_WEIGHTS_KWARG] = self._decoder_eval_weights(
-            inputs.get("encoder_task_ids"), inputs.get("decoder_task_ids"), reference.shape[0], reference.device)
+        inputs[EVAL_WEIGHTS_KWARG] = self._generation_eval_weights(
+            inputs.get("encoder_task_ids"), inputs.get("decoder_task_ids"), reference.shape[0], reference.device,
+            compileable)
         return inputs
 
-    def _decoder_eval_weights(self, encoder_task_ids, decoder_task_ids, batch_size: int,
-                              device: torch.device) -> dict[str, dict]:
+    def _generation_eval_weights(self, encoder_task_ids, decoder_task_ids, batch_size: int, device: torch.device,
+                                 compileable: bool) -> dict[str, dict]:
+        """[`_decoder_eval_weights`], remembered for the rest of the `generate` call while the step inputs that
+        route it are the same (the id tensors themselves, unchanged): without autograd nothing changes the weights
+        between the steps of one call. Weights changed in place during a call (from a streamer or a logits
+        processor) are followed from the next call on."""
+        memo = self.__dict__.get("_generation_memo")
+        if memo is None:  # a step prepared outside `generate`
+            return self._decoder_eval_weights(encoder_task_ids, decoder_task_ids, batch_size, device, compileable)
+        ids = (encoder_task_ids, decoder_task_ids)
+        key = (*(i._version if isinstance(i, torch.Tensor) else i for i in ids), batch_size, device, compileable)
+        last = memo.get("last")  # (ids, key, weights); the ids are kept, so their object ids cannot be reused
+        if last is None or any(a is not b for a, b in zip(last[0], ids)) or last[1] != key:
+            last = memo["last"] = (ids, key, self._decoder_eval_weights(*ids, batch_size, device, compileable))
+        return last[2]
+
+    def _decoder_eval_weights(self, encoder_task_ids, decoder_task_ids, batch_size: int, device: torch.device,
+                              compileable: bool = False) -> dict[str, dict]:
         """`{layer key: caches}` of every selecting decoder attention for a decoding step routed by these ids
         ([`HeadSelectionAttentionMixin.eval_weights`]). Both sides are routed, in the order `forward` routes them,
-        which then finds them remembered: no id tensor is validated twice."""
+        which then finds them remembered: no id tensor is validated twice. `compileable`: the step may be compiled,
+        reading tensor ids traced, so the layers keyed by them also hand over all candidates' weights."""
         ids = {"encoder": encoder_task_ids, "decoder": decoder_task_ids}
         # a Routing builds each keyed route once, not once per layer (a pair key reads the ids on the host)
         routing = Routing(**{side: self._remembered_route(side, ids[side], batch_size, device) for side in SIDES})
@@ -373,7 +398,7 @@ class HeadSelectionModelMixin(HeadSelectionBaseModelMixin):
         for layer in self.__dict__.get("_selecting_attentions", ()):
             if component_side(layer.component) == "decoder":
                 sides = self.config.component_sides(layer.component)
-                traced = any(isinstance(ids[side], torch.Tensor) for side in sides)  # compiled: read in the graph
+                traced = compileable and any(isinstance(ids[side], torch.Tensor) for side in sides)
                 weights[layer.selection_key] = layer.eval_weights(routing.keyed(self.config, sides), traced)
         return weights
 
