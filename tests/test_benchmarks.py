@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 
 import pytest
@@ -323,3 +324,19 @@ def test_decoding_caches_ab_times_compiled_generation_with_and_without_the_cache
     assert uncached.prepare_inputs_for_generation.__func__ is GenerationMixin.prepare_inputs_for_generation
     assert model.prepare_inputs_for_generation.__func__ is not GenerationMixin.prepare_inputs_for_generation
     assert "vs stock" in capsys.readouterr().out
+
+
+def test_revision_ab_times_the_stock_model_an_earlier_revision_and_the_checkout(capsys):
+    import revision_ab
+    from transformers import AutoConfig
+
+    import hf_headsel
+
+    measurement = revision_ab.main(["--rev", "HEAD", "--quick", "--repeats", "1", "--mixed"])
+    assert set(measurement.seconds) == {"stock", "earlier", "headsel"}
+    assert all(len(seconds) == 1 for seconds in measurement.seconds.values())
+    out = capsys.readouterr().out
+    assert "earlier = HEAD" in out and "headsel / earlier: paired median" in out
+    # the earlier package was imported under its own name, and the Auto classes map to the checkout's again
+    assert sys.modules[revision_ab.EARLIER].__name__ == revision_ab.EARLIER
+    assert AutoConfig.for_model("headsel_marian").__class__ is hf_headsel.HeadSelMarianConfig
