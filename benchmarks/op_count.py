@@ -145,8 +145,8 @@ def main(argv=None) -> int:
     for tasks in args.tasks or [None]:
         cfg = base if tasks is None else replace(base, encoder_tasks=tasks, decoder_tasks=tasks)
         print(f"\n{cfg.encoder_tasks} + {cfg.decoder_tasks} tasks\n")
-        print("| measurement | batch | projection | stock | head selection | ratio | Python calls, stock | head selection "
-              "| ratio |\n|---|---|---|---:|---:|---:|---:|---:|---:|")
+        print("| measurement | batch | projection | stock | head selection | ratio | Python calls, stock "
+              "| head selection | ratio |\n|---|---|---|---:|---:|---:|---:|---:|---:|")
         print("\n".join(count_table(cfg, args.verbose)), flush=True)
     return 0
 

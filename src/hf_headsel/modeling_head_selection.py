@@ -397,9 +397,8 @@ class HeadSelectionModelMixin(HeadSelectionBaseModelMixin):
         weights = {}
         for layer in self.__dict__.get("_selecting_attentions", ()):
             if component_side(layer.component) == "decoder":
-                sides = self.config.component_sides(layer.component)
-                traced = compileable and any(isinstance(ids[side], torch.Tensor) for side in sides)
-                weights[layer.selection_key] = layer.eval_weights(routing.keyed(self.config, sides), traced)
+                traced = compileable and any(isinstance(ids[side], torch.Tensor) for side in layer.key_sides)
+                weights[layer.selection_key] = layer.eval_weights(routing.keyed(self.config, layer.key_sides), traced)
         return weights
 
     def _encoder_uses_decoder_tasks(self) -> bool:
