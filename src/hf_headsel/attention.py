@@ -165,9 +165,10 @@ class HeadSelectionAttentionMixin:
 
     def eval_weights(self, route: TaskRoute, traced: bool = False) -> dict:
         """The evaluation caches a call without autograd routed by `route` reads, validated now: the choice
-        (`"heads"`), the stacked q/k/v weights of the route's one task (key: the task), and those of all candidates
-        (`"all"`) where the call gathers each example's heads: a mixed batch's decoding step, or any call whose ids
-        are a tensor that a compiled graph cannot read (`traced`). `generate` hands them to every decoding step
+        (`"heads"`), the weight and bias rows of the route's one task by part (key: the task; see
+        [`_cached_task_weights`]), and the stacked q/k/v weights of all candidates (`"all"`) where the call gathers
+        each example's heads: a mixed batch's decoding step, or any call whose ids are a tensor that a compiled graph
+        cannot read (`traced`). `generate` validates them once per call and hands them to every step
         (`head_selection_eval_weights`): a compiled step cannot validate the cache, and would otherwise gather the
         selected rows in its graph at every step."""
         device = self.q_proj.weight.device
