@@ -54,6 +54,7 @@ import gc
 import json
 import os
 import platform
+import random
 import statistics
 import sys
 import time
@@ -73,6 +74,8 @@ from hf_headsel.families import MARIAN, SPEECH2TEXT, Family
 from reference_attention import use_all_candidates_attention  # beside this script: its folder is on the path
 
 SYSTEMS = ("stock", "headsel", "all_candidates")
+#: The measurements of one batch kind (the keys of [`measurement_calls`]).
+MEASUREMENTS = ("eval forward", "generate greedy", "generate beam", "train step")
 COMPILED_SYSTEMS = SYSTEMS[:2]  # --compile: the all-candidates baseline is an eager reference only
 #: torch._dynamo settings of a --compile run: every measurement compiles the models' shared forward code once more
 #: (eval / train, single / mixed); past dynamo's default limit of 8 a call would fall back to eager without an error
@@ -575,6 +578,15 @@ def ratio_lines(measurement: Measurement) -> list[str]:
     return [f"{name:18s} median {measurement.median_ms(name):7.1f} ms (min {measurement.min_ms(name):7.1f}); "
             f"vs stock {measurement.ratio(name):.3f} (min {measurement.ratio(name, 'min'):.3f})"
             for name in measurement.seconds]
+
+
+def paired(seconds: dict, system: str, reference: str, resamples: int = 2000) -> str:
+    """The median of the per-round ratios `system / reference`, and its 95% bootstrap interval."""
+    ratios = [a / b for a, b in zip(seconds[system], seconds[reference])]
+    rng = random.Random(0)
+    medians = sorted(statistics.median(rng.choices(ratios, k=len(ratios))) for _ in range(resamples))
+    low, high = medians[int(0.025 * resamples)], medians[int(0.975 * resamples) - 1]
+    return f"{system} / {reference}: paired median {statistics.median(ratios):.3f} [{low:.3f}, {high:.3f}]"
 
 
 def format_table(results: list[Measurement]) -> str:

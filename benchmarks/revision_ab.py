@@ -3,7 +3,7 @@
 and head selection as checked out, timed by `overhead.py`'s method (interleaved rounds, the order rotating) on one
 of its measurements, every component selecting. On a host whose speed drifts by more than the change, two separate
 runs cannot tell a few per cent apart; three systems side by side in one process can. Besides the ratios of
-medians, each system's per-round ratio to the others (`paired`) with a 95% bootstrap interval.
+medians, each system's per-round ratio to the others (`overhead.paired`) with a 95% bootstrap interval.
 
 The earlier revision's `src/hf_headsel` is extracted with `git archive` into a temporary folder and imported under
 another name (its modules import each other relatively); both models get the same weights.
@@ -15,8 +15,6 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import random
-import statistics
 import subprocess
 import sys
 import tarfile
@@ -32,7 +30,6 @@ import overhead
 REPOSITORY = Path(__file__).resolve().parent.parent
 PACKAGE = "src/hf_headsel"
 EARLIER = "hf_headsel_earlier"  # the import name of the earlier revision's package
-MEASUREMENTS = ("eval forward", "generate greedy", "generate beam", "train step")
 
 
 def import_revision(revision: str, folder: Path):
@@ -63,21 +60,12 @@ def earlier_twin(model: torch.nn.Module, family: str) -> torch.nn.Module:
     return twin.eval()
 
 
-def paired(seconds: dict, system: str, reference: str, resamples: int = 2000) -> str:
-    """The median of the per-round ratios `system / reference`, and its 95% bootstrap interval."""
-    ratios = [a / b for a, b in zip(seconds[system], seconds[reference])]
-    rng = random.Random(0)
-    medians = sorted(statistics.median(rng.choices(ratios, k=len(ratios))) for _ in range(resamples))
-    low, high = medians[int(0.025 * resamples)], medians[int(0.975 * resamples) - 1]
-    return f"{system} / {reference}: paired median {statistics.median(ratios):.3f} [{low:.3f}, {high:.3f}]"
-
-
 def main(argv: list[str] | None = None) -> overhead.Measurement:
     """Time the three systems on one measurement; print and return it."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rev", required=True, help="the earlier git revision (commit, tag, branch)")
     parser.add_argument("--family", default="marian", choices=sorted(overhead.FAMILIES))
-    parser.add_argument("--measurement", default="generate greedy", choices=MEASUREMENTS)
+    parser.add_argument("--measurement", default="generate greedy", choices=overhead.MEASUREMENTS)
     parser.add_argument("--mixed", action="store_true", help="a mixed-task batch (default: single-task)")
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--repeats", type=int, default=40)
@@ -105,7 +93,7 @@ def measure(cfg: overhead.BenchConfig, args: argparse.Namespace) -> overhead.Mea
           f"{args.threads} thread(s), {cfg.repeats} interleaved rounds")
     print("\n".join(overhead.ratio_lines(measurement)))
     for system, reference in (("earlier", "stock"), ("headsel", "stock"), ("headsel", "earlier")):
-        print(paired(measurement.seconds, system, reference))
+        print(overhead.paired(measurement.seconds, system, reference))
     return measurement
 
 

@@ -326,6 +326,20 @@ def test_decoding_caches_ab_times_compiled_generation_with_and_without_the_cache
     assert "vs stock" in capsys.readouterr().out
 
 
+def test_projection_ab_times_the_stock_model_and_each_projection_of_a_mixed_batch(capsys):
+    import projection_ab
+
+    from hf_headsel.attention import HeadSelectionAttentionMixin
+
+    measurement = projection_ab.main(["--quick", "--repeats", "1", "--measurement", "generate beam",
+                                      "--modes", "gathered", "batched"])
+    assert measurement.name == "generate beam 5, mixed-task"
+    assert set(measurement.seconds) == {"stock", "gathered", "batched"}
+    assert all(len(seconds) == 1 for seconds in measurement.seconds.values())
+    assert HeadSelectionAttentionMixin.mixed_batch_projection == "auto"  # set for each call, then restored
+    assert "batched / gathered: paired median" in capsys.readouterr().out
+
+
 def test_revision_ab_times_the_stock_model_an_earlier_revision_and_the_checkout(capsys):
     import revision_ab
     from transformers import AutoConfig

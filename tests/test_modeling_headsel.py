@@ -280,10 +280,10 @@ def projection_mode(monkeypatch):
     return set_mode
 
 
-def train_step(model, family, seed: int = 7):
+def train_step(model, family, seed: int = 7, ids: dict = MIXED):
     model.train()
     seed_everything(seed)
-    loss = model(**family.inputs(), labels=family.labels(), **MIXED).loss
+    loss = model(**family.inputs(), labels=family.labels(), **ids).loss
     loss.backward()
     grads = {n: p.grad for n, p in model.named_parameters() if p.grad is not None}
     model.zero_grad(set_to_none=True)
@@ -291,27 +291,88 @@ def train_step(model, family, seed: int = 7):
     return loss.detach(), grads
 
 
+#: Mixed batches for the projection comparison: interleaved with one decoder task twice as large as the others (padded
+#: blocks), and each task's examples side by side in equal numbers (blocks without any gather).
+PROJECTION_BATCHES = {
+    "interleaved_unequal": MIXED,
+    "grouped_equal": dict(encoder_task_ids=torch.tensor([0, 0, 1, 1]), decoder_task_ids=torch.tensor([2, 2, 0, 0])),
+}
+
+
+@pytest.mark.parametrize("batch", list(PROJECTION_BATCHES))
 @pytest.mark.parametrize("strategy", list(STRATEGY_CONFIGS))
-def test_gathered_mixed_batches_compute_what_grouped_ones_do(family, strategy, projection_mode):
-    """The two ways of projecting a mixed batch: eval logits, beam search, training loss and every gradient."""
+def test_mixed_batch_projections_compute_the_same(family, strategy, batch, projection_mode):
+    """The ways of projecting a mixed batch (grouped, gathered, batched): eval logits, greedy and beam search,
+    training loss and every gradient."""
     model = mixed_model(family, strategy)
-    inputs, decoder_input_ids = family.inputs(), family.decoder_input_ids()
+    inputs, decoder_input_ids, ids = family.inputs(), family.decoder_input_ids(), PROJECTION_BATCHES[batch]
     results = {}
-    for mode in ("grouped", "gathered"):
+    for mode in ("grouped", "gathered", "batched"):
         projection_mode(mode)
         model.clear_head_selection_cache()
         results[mode] = (
-            forward_logits(model, inputs, decoder_input_ids, **MIXED),
-            model.generate(**inputs, **MIXED, num_beams=3, do_sample=False, max_new_tokens=6),
-            *train_step(model, family),
+            forward_logits(model, inputs, decoder_input_ids, **ids),
+            model.generate(**inputs, **ids, do_sample=False, max_new_tokens=6),
+            model.generate(**inputs, **ids, num_beams=3, do_sample=False, max_new_tokens=6),
+            *train_step(model, family, ids=ids),
         )
-    (logits0, tokens0, loss0, grads0), (logits1, tokens1, loss1, grads1) = results["grouped"], results["gathered"]
-    torch.testing.assert_close(logits1, logits0)
-    assert tokens1.tolist() == tokens0.tolist()
-    torch.testing.assert_close(loss1, loss0)
-    assert grads1.keys() == grads0.keys()
-    for name in grads0:  # unselected candidates get exactly zero in both
-        torch.testing.assert_close(grads1[name], grads0[name], msg=lambda m: f"{name}: {m}")
+    logits0, greedy0, beam0, loss0, grads0 = results["grouped"]
+    for mode in ("gathered", "batched"):
+        logits1, greedy1, beam1, loss1, grads1 = results[mode]
+        torch.testing.assert_close(logits1, logits0)
+        assert greedy1.tolist() == greedy0.tolist() and beam1.tolist() == beam0.tolist()
+        torch.testing.assert_close(loss1, loss0)
+        assert grads1.keys() == grads0.keys()
+        for name in grads0:  # unselected candidates get exactly zero in all
+            torch.testing.assert_close(grads1[name], grads0[name], msg=lambda m: f"{mode} {name}: {m}")
+
+
+def projections_used(model, monkeypatch, call) -> set[tuple[str, int]]:
+    """`{(projection, time)}`: how the head-selection layers projected during `call()` (grouped, gathered or batched)
+    and the length of what they projected."""
+    from hf_headsel.attention import HeadSelectionAttentionMixin
+
+    used = set()
+    for name in ("grouped", "gathered", "batched"):
+        original = getattr(HeadSelectionAttentionMixin, f"_project_{name}")
+
+        def spy(self, x, *args, _original=original, _name=name, **kwargs):
+            used.add((_name, x.shape[1]))
+            return _original(self, x, *args, **kwargs)
+
+        monkeypatch.setattr(HeadSelectionAttentionMixin, f"_project_{name}", spy)
+    call()
+    monkeypatch.undo()
+    return used
+
+
+def test_auto_projection_groups_full_passes_and_batches_decoding_steps_on_cpu(family, monkeypatch):
+    """On the CPU a full pass projects a mixed batch grouped, a decoding step batched, and a step whose padded task
+    blocks would cost more than all candidates (one task with far more examples than the others) gathered."""
+    model = mixed_model(family)
+    inputs, decoder_input_ids = family.inputs(), family.decoder_input_ids()
+    full_pass = projections_used(model, monkeypatch, lambda: forward_logits(model, inputs, decoder_input_ids, **MIXED))
+    assert {name for name, _ in full_pass} == {"grouped"}
+    steps = projections_used(model, monkeypatch, lambda: model.generate(**inputs, **MIXED, max_new_tokens=3))
+    # the first step's cross-attention projects the encoder output's keys and values: not one token, still batched
+    assert {name for name, _ in steps} == {"batched", "grouped"} and ("batched", 1) in steps
+    assert ("grouped", 1) not in steps  # the encoder pass is a full pass
+    batch = {name: value.repeat(3, *[1] * (value.dim() - 1)) for name, value in inputs.items()}  # 12 examples
+    unequal = dict(encoder_task_ids=torch.tensor([0] * 12), decoder_task_ids=torch.tensor([0] * 10 + [1, 2]))
+    steps = projections_used(model, monkeypatch, lambda: model.generate(**batch, **unequal, max_new_tokens=3))
+    assert ("gathered", 1) in steps and not any(name == "batched" for name, _ in steps)  # 3 blocks of 10 > 2 x 12
+
+
+def test_batched_projection_keeps_the_weights_of_the_last_tasks_only(family, projection_mode):
+    """The evaluation cache holds the stacked rows of one set of tasks per layer: a server's batches may mix any."""
+    projection_mode("batched")
+    model = mixed_model(family)
+    inputs, decoder_input_ids = family.inputs(), family.decoder_input_ids()
+    for ids in (MIXED, dict(encoder_task_ids=torch.tensor([0, 1, 0, 1]), decoder_task_ids=torch.tensor([1, 2, 1, 2]))):
+        forward_logits(model, inputs, decoder_input_ids, **ids)
+        for layer in model.__dict__["_selecting_attentions"]:
+            batched = [key for key in layer._task_weights_cache if isinstance(key, tuple)]
+            assert len(batched) == 1
 
 
 def test_mixed_batch_projection_is_checked(family, projection_mode):

@@ -115,6 +115,28 @@ def test_task_route_lays_a_mixed_batch_out_task_by_task():
     assert single.single_task == 3 and single.ids.tolist() == [3, 3] and single.order is None
 
 
+@pytest.mark.parametrize(
+    "ids, blocks",
+    [
+        ([2, 0, 2, 1, 0, 2], [[1, 4, 1], [3, 3, 3], [0, 2, 5]]),  # interleaved, unequal: padded with the first example
+        ([2, 2, 0, 0, 1, 1], None),  # side by side, equal: the batch is the blocks
+        ([2, 2, 0, 1, 1, 1], [[0, 1, 0], [2, 2, 2], [3, 4, 5]]),  # side by side, unequal: blocks in batch order
+    ],
+)
+def test_task_blocks_lay_a_mixed_batch_out_one_block_per_task(ids, blocks):
+    from hf_headsel.routing import TaskRoute
+
+    route = TaskRoute.build(torch.tensor(ids))
+    slots, positions, width = route.task_blocks
+    assert route.task_blocks[0] is slots  # built once per route
+    if blocks is None:
+        assert slots is None and positions is None and width == 2
+        return
+    assert width == 3 and slots.view(len(route.tasks), width).tolist() == blocks
+    assert [[ids[i] for i in block] for block in blocks] == [[task] * width for task in route.tasks]
+    assert slots[positions].tolist() == list(range(len(ids)))  # every example taken back from its own slot
+
+
 def test_an_id_tensor_is_routed_once_until_it_changes(family):
     # generate passes the same id tensor at every step: its route is remembered, but an in-place change (even to an
     # invalid id) is seen

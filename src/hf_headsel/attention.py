@@ -34,7 +34,7 @@ from .routing import (
 )
 from .selection import HeadSelector
 
-MIXED_BATCH_PROJECTIONS = ("auto", "grouped", "gathered")
+MIXED_BATCH_PROJECTIONS = ("auto", "grouped", "gathered", "batched")
 #: The parts of the query/key/value projection a call needs: all three from one input (self-attention), or the
 #: queries and the keys/values from different inputs (cross-attention). Rows of the stacked q/k/v weights, in units
 #: of one projection's rows.
@@ -56,8 +56,11 @@ class HeadSelectionAttentionMixin:
     eager_attention: Callable  # the stock family's eager attention function, set by the family module
     #: How a batch that mixes tasks is projected (see [`_projector`]): `"grouped"` (one matmul per task present, on
     #: its examples and its heads' rows: the stock model's work), `"gathered"` (one matmul over all `H'` candidates,
-    #: then each example gathers its heads), or `"auto"`: gathered on CUDA and for one-token decoding steps, grouped
-    #: otherwise. Set it on the class or on a layer; single-task batches always project only their selected heads.
+    #: then each example gathers its heads), `"batched"` (one batched matmul over the tasks present, each on its
+    #: examples and its heads' rows, the tasks' example counts padded to the largest), or `"auto"`: gathered on CUDA;
+    #: on other devices grouped for full passes and batched for one-token decoding steps (gathered where padding
+    #: would cost more than projecting all candidates). Set it on the class or on a layer; single-task batches
+    #: always project only their selected heads.
     mixed_batch_projection: str = "auto"
 
     def enable_head_selection(self, component: str, layer: int, total_heads: int, selector: HeadSelector) -> None:
@@ -103,18 +106,26 @@ class HeadSelectionAttentionMixin:
         """The stacked q/k/v weight and bias of each row of `heads` (`[tasks, H]`): `[3 * H * head_dim, d_model]`,
         rows slot by slot. One gather for all the tasks, so training pays one scatter in the backward pass, not one
         per task and projection."""
+        if len(heads) == 1:
+            weight, bias = self._stacked_weights()
+            rows = self._task_rows(heads, weight.device)[0]
+            return [(weight.index_select(0, rows), None if bias is None else bias.index_select(0, rows))]
+        weight, bias = self._task_weight_stack(heads)
+        return list(zip(weight.unbind(0), [None] * len(heads) if bias is None else bias.unbind(0)))
+
+    def _task_weight_stack(self, heads: torch.LongTensor) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """[`_task_weights`] as one tensor: `[tasks, 3 * H * head_dim, d_model]` (bias `[tasks, 3 * H * head_dim]`)."""
         weight, bias = self._stacked_weights()
-        rows = (heads.to(weight.device)[:, None, :, None] * self.head_dim + self._row_offsets(weight.device))
-        rows = rows.flatten(1)  # [tasks, 3 * H * head_dim]
+        rows = self._task_rows(heads, weight.device)
 
-        def take(tensor: torch.Tensor | None) -> list:
-            if tensor is None:
-                return [None] * len(heads)
-            if len(heads) == 1:
-                return [tensor.index_select(0, rows[0])]
-            return tensor.index_select(0, rows.flatten()).unflatten(0, rows.shape).unbind(0)
+        def take(tensor: torch.Tensor | None) -> torch.Tensor | None:
+            return None if tensor is None else tensor.index_select(0, rows.flatten()).unflatten(0, rows.shape)
 
-        return list(zip(take(weight), take(bias)))
+        return take(weight), take(bias)
+
+    def _task_rows(self, heads: torch.LongTensor, device: torch.device) -> torch.LongTensor:
+        """`[tasks, 3 * H * head_dim]`: the rows of the stacked q/k/v weights of each row of `heads`, slot by slot."""
+        return (heads.to(device)[:, None, :, None] * self.head_dim + self._row_offsets(device)).flatten(1)
 
     def _row_offsets(self, device: torch.device) -> torch.LongTensor:
         """`[3, 1, head_dim]`: the row of dimension `d` of head `h` in projection `p` (q, k, v = 0, 1, 2) of the
@@ -164,18 +175,24 @@ class HeadSelectionAttentionMixin:
         return cached[1]
 
     def eval_weights(self, route: TaskRoute, traced: bool = False) -> dict:
-        """The evaluation caches a call without autograd routed by `route` reads, validated now: the choice
-        (`"heads"`), the weight and bias rows of the route's one task by part (key: the task; see
-        [`_cached_task_weights`]), and the stacked q/k/v weights of all candidates (`"all"`) where the call gathers
-        each example's heads: a mixed batch's decoding step, or any call whose ids are a tensor that a compiled graph
-        cannot read (`traced`). `generate` validates them once per call and hands them to every step
+        """The evaluation caches a one-token decoding step without autograd routed by `route` reads, validated now:
+        the choice (`"heads"`), the weight and bias rows of the route's one task by part (key: the task; see
+        [`_cached_task_weights`]), the tasks' rows stacked for a mixed batch projected `"batched"` (see
+        [`_cached_batched_weights`]), and the stacked q/k/v weights of all candidates (`"all"`) where the step gathers
+        each example's heads: a mixed batch projected `"gathered"`, or any step whose ids are a tensor that a compiled
+        graph cannot read (`traced`). `generate` validates them once per call and hands them to every step
         (`head_selection_eval_weights`): a compiled step cannot validate the cache, and would otherwise gather the
         selected rows in its graph at every step."""
         device = self.q_proj.weight.device
         weights = {"heads": self._layer_choice(None, device)[0]}
         if route.single_task is not None:
             weights[route.single_task] = self._cached_task_weights(route.single_task, device)
-        if route.single_task is None or traced:
+            mixed = None
+        else:
+            mixed = self._mixed_projection(route, device, step=True)
+        if mixed == "batched":
+            weights[("batched", route.tasks)] = self._cached_batched_weights(route.tasks, device)
+        if mixed == "gathered" or traced:
             weights["all"] = self._eval_cached("all", self._stacked_weights)
         return weights
 
@@ -220,15 +237,46 @@ class HeadSelectionAttentionMixin:
 
         return self._eval_cached(task, compute, prepared)
 
+    def _cached_batched_weights(self, tasks: tuple[int, ...], device: torch.device,
+                                prepared: dict | None = None) -> dict:
+        """[`_batched_weights`] of the deterministic choice of `tasks`, for evaluation without autograd: transposed
+        into the batched matmul's layout once per cache fill. Only the last set of tasks is kept (a server's batches
+        may mix any of them)."""
+        key = ("batched", tasks)
+        if (prepared is None or key not in prepared) and not is_compiling():
+            for stale in [k for k in self._task_weights_cache if isinstance(k, tuple) and k != key]:
+                del self._task_weights_cache[stale]
+
+        def compute():
+            heads = self._layer_choice(None, device, prepared)[0]
+            weight, bias = self._task_weight_stack(heads[list(tasks)])
+            return self._batched_weights(weight.transpose(1, 2).contiguous(), bias)
+
+        return self._eval_cached(key, compute, prepared)
+
     # ---- projections ------------------------------------------------------------------------------------------
 
-    def _gathers_mixed_batches(self, states: torch.Tensor) -> bool:
+    def _mixed_projection(self, route: TaskRoute, device: torch.device, step: bool) -> str:
+        """How this layer projects a batch mixing the tasks of `route` (`step`: a one-token decoding step; see
+        [`mixed_batch_projection`]): `"gathered"`, `"grouped"` or `"batched"`. A traced route (torch.compile) does
+        not know which tasks it holds: each example gathers its heads."""
         mode = self.mixed_batch_projection
         if mode not in MIXED_BATCH_PROJECTIONS:
             raise ValueError(f"mixed_batch_projection must be one of {MIXED_BATCH_PROJECTIONS}, got {mode!r}")
-        # auto: where kernels are launch-bound (CUDA) or the batch is one decoding step, a fixed number of kernels
-        # beats one group of kernels per task; otherwise grouped does the stock model's arithmetic.
-        return mode == "gathered" or (mode == "auto" and (states.device.type == "cuda" or states.shape[-2] == 1))
+        if not route.layout_known:
+            return "gathered"
+        if mode != "auto":
+            return mode
+        # auto, measured on CPU (benchmarks/projection_ab.py): a full pass projects grouped (the stock model's
+        # arithmetic; batched is no faster there, and slower in training); a decoding step's small matmuls project
+        # batched unless its padded blocks would cost more arithmetic than all candidates. Where kernels are
+        # launch-bound (CUDA) a fixed number of kernels beats one group per task: gathered.
+        if device.type == "cuda":
+            return "gathered"
+        if not step:
+            return "grouped"
+        padded = len(route.tasks) * route.task_blocks[2]
+        return "batched" if padded * self.num_heads <= len(route.ids) * self.total_heads else "gathered"
 
     def _projector(self, route: TaskRoute, states: torch.Tensor, routing: Routing | None, prepared: dict | None):
         """A function `project(x, part)` giving the selected heads' queries, keys and/or values of `x` (`part` in
@@ -236,9 +284,10 @@ class HeadSelectionAttentionMixin:
         sampling).
 
         A single-task batch (and, with `mixed_batch_projection="grouped"`, every batch) projects only the selected
-        heads' weight rows, one matmul per task present. `"gathered"` projects a mixed batch onto all `H'`
-        candidates and gathers each example's `H` heads: `H'/H` times the projection work, but a fixed number of
-        kernels and no loop over tasks, which is what counts where small kernels are launch-bound (CUDA).
+        heads' weight rows, one matmul per task present. `"batched"` does the same arithmetic in one batched matmul
+        over the tasks present (their examples laid out in equal blocks, padded). `"gathered"` projects a mixed batch
+        onto all `H'` candidates and takes each example's `H` heads: `H'/H` times the projection work, but a fixed
+        number of kernels and no loop over tasks, which is what counts where small kernels are launch-bound (CUDA).
         `prepared`: this layer's evaluation caches as validated for the call ([`eval_weights`]), or `None`.
         """
         # without autograd in evaluation, the choice and the weights come from the layer's cache
@@ -251,9 +300,17 @@ class HeadSelectionAttentionMixin:
             heads, gates = self._layer_choice(routing, states.device)
         if gates is not None:  # one task's gates broadcast over the batch, else one row per example
             gates = gates[route.single_task] if route.single_task is not None else gates[route.ids]
-        # a traced route (torch.compile) does not know which tasks it holds: each example gathers its heads
-        if route.single_task is None and (not route.layout_known or self._gathers_mixed_batches(states)):
+        mixed = None if route.single_task is not None else self._mixed_projection(
+            route, states.device, step=states.shape[-2] == 1)
+        if mixed == "gathered":
             return self._gathered_projector(route, heads, states.device, prepared), gates
+        if mixed == "batched":
+            if heads is None:
+                weights = self._cached_batched_weights(route.tasks, states.device, prepared)
+            else:
+                weight, bias = self._task_weight_stack(heads[route.task_index])
+                weights = self._batched_weights(weight.transpose(1, 2), bias)
+            return partial(self._project_batched, route=route, weights=weights), gates
         weights = self._weights_by_task(route, heads, states.device, prepared)
         return partial(self._project_grouped, route=route, weights=weights), gates
 
@@ -281,6 +338,25 @@ class HeadSelectionAttentionMixin:
 
         return weights
 
+    def _batched_weights(self, weight: torch.Tensor, bias: torch.Tensor | None) -> dict:
+        """`{part: (weight, bias)}` of stacked task rows, for [`_project_batched`]: `weight` `[tasks, d_model, rows]`
+        (the transposed stack of [`_task_weight_stack`]), `bias` `[tasks, rows]` or `None`. The q and kv parts are
+        the two outputs of one split: its backward is one cat, not a zero-filled gradient per slice."""
+        bias = None if bias is None else bias[:, None, :]  # broadcast over each task's examples
+        sizes = [stop - start for start, stop in (self._part_span(part, self.num_heads) for part in ("q", "kv"))]
+        weights = zip(weight.split(sizes, -1), (None, None) if bias is None else bias.split(sizes, -1))
+        return {"qkv": (weight, bias), **dict(zip(("q", "kv"), weights))}
+
+    def _project_batched(self, x: torch.Tensor, part: str, route: TaskRoute, weights: dict):
+        """`x @ W_task + b_task` on the rows of `part`, one batched matmul over the tasks present: the examples laid
+        out in one block per task ([`TaskRoute.task_blocks`]), projected, and put back in batch order."""
+        slots, positions, width = route.task_blocks
+        weight, bias = weights[part]
+        blocks = (x if slots is None else x.index_select(0, slots)).reshape(len(route.tasks), -1, x.shape[-1])
+        projected = torch.bmm(blocks, weight) if bias is None else torch.baddbmm(bias, blocks, weight)
+        projected = projected.reshape(len(route.tasks) * width, *x.shape[1:-1], -1)
+        return self._split_heads(projected if positions is None else projected.index_select(0, positions))
+
     def _gathered_projector(self, route: TaskRoute, heads: torch.LongTensor | None, device: torch.device,
                             prepared: dict | None = None):
         """`project(x, part)` over all `H'` candidates, each example gathering its task's heads (`heads=None`: the
@@ -289,23 +365,40 @@ class HeadSelectionAttentionMixin:
             heads = self._layer_choice(None, device, prepared)[0]
             stacked = self._eval_cached("all", self._stacked_weights, prepared)
             weights = partial(self._part_rows, *stacked, heads=self.total_heads)
-            example_heads = self._cached_example_heads(route, heads)
+            rows = self._cached_candidate_rows(route, heads)
         else:
             weights = self._stacked_weights
-            example_heads = heads[route.ids]
-        return partial(self._project_gathered, weights=weights, example_heads=example_heads)
+            rows = partial(self._candidate_rows, heads[route.ids])
+        return partial(self._project_gathered, weights=weights, rows=rows)
 
-    def _cached_example_heads(self, route: TaskRoute, heads: torch.LongTensor) -> torch.LongTensor:
-        """`heads[route.ids]`, kept while the ids (the same tensor, unchanged) and the cached choice `heads` are the
-        ones of the last call: `generate` routes every decoding step with the same ids."""
+    def _candidate_rows(self, example_heads: torch.LongTensor, parts: int, time: int) -> torch.LongTensor:
+        """The rows each example takes from its projection onto all candidates, viewed as `[batch * time * parts *
+        H', head_dim]` (`parts` projections of `H'` heads each): `[batch * time * parts * H]`, its heads
+        `example_heads` (`[batch, H]`) in every position and part. Copying whole rows is several times faster than
+        gathering element by element."""
+        batch = example_heads.shape[0]
+        first = torch.arange(batch * time * parts, device=example_heads.device).view(batch, time, parts, 1)
+        return (first * self.total_heads + example_heads[:, None, None, :]).flatten()
+
+    def _cached_candidate_rows(self, route: TaskRoute, heads: torch.LongTensor) -> Callable[[int, int], torch.Tensor]:
+        """[`_candidate_rows`] of `heads[route.ids]` by `(parts, time)`, kept while the ids (the same tensor,
+        unchanged) and the cached choice `heads` are the ones of the last call: `generate` routes every decoding step
+        with the same ids."""
         if is_compiling():
-            return heads[route.ids]
+            return partial(self._candidate_rows, heads[route.ids])
         key = (route.ids, route.ids._version, heads)  # the tensors themselves: their ids cannot be reused meanwhile
-        cached = self.__dict__.get("_example_heads")
+        cached = self.__dict__.get("_example_rows")
         if cached is None or cached[0] is not key[0] or cached[1] != key[1] or cached[2] is not key[2]:
-            cached = (*key, heads[route.ids])
-            self.__dict__["_example_heads"] = cached
-        return cached[3]
+            cached = (*key, heads[route.ids], {})
+            self.__dict__["_example_rows"] = cached
+        example_heads, rows = cached[3], cached[4]
+
+        def rows_of(parts: int, time: int) -> torch.Tensor:
+            if (parts, time) not in rows:
+                rows[parts, time] = self._candidate_rows(example_heads, parts, time)
+            return rows[parts, time]
+
+        return rows_of
 
     def _part_span(self, part: str, heads: int) -> tuple[int, int]:
         """`(start, stop)`: the rows of `part` in a stacked q/k/v weight holding `heads` heads per projection."""
@@ -335,13 +428,13 @@ class HeadSelectionAttentionMixin:
         return projected.unflatten(-1, (-1, self.num_heads, self.head_dim)).unbind(-3)
 
     def _project_gathered(self, x: torch.Tensor, part: str, weights: Callable[[str], tuple],
-                          example_heads: torch.LongTensor):
-        """All `H'` candidates of `part` (`weights(part)`: their rows), then each example's heads `example_heads`
-        (`[batch, H]`) gathered."""
-        candidates = F.linear(x, *weights(part))
-        candidates = candidates.unflatten(-1, (-1, self.total_heads, self.head_dim))  # [batch, time, n, H', hd]
-        index = example_heads[:, None, None, :, None].expand(*candidates.shape[:3], -1, self.head_dim)
-        return candidates.gather(3, index).unbind(-3)
+                          rows: Callable[[int, int], torch.Tensor]):
+        """All `H'` candidates of `part` (`weights(part)`: their rows), then each example's heads taken (`rows(parts,
+        time)`: see [`_candidate_rows`])."""
+        candidates = F.linear(x, *weights(part))  # [batch, time, parts * H' * head_dim]
+        parts = candidates.shape[-1] // (self.total_heads * self.head_dim)
+        selected = candidates.reshape(-1, self.head_dim).index_select(0, rows(parts, x.shape[1]))
+        return selected.view(*x.shape[:2], parts, self.num_heads, self.head_dim).unbind(-3)
 
     # ---- forward ----------------------------------------------------------------------------------------------
 

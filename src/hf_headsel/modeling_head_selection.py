@@ -243,11 +243,11 @@ class HeadSelectionBaseModelMixin:
 
     def _projects_task_by_task(self, device: torch.device) -> bool:
         """Whether some layer of a full forward pass on `device` takes a mixed batch task by task (adapters, or an
-        attention layer projecting `"grouped"`): only those gain from grouping; layers that gather each example's
-        heads (`"gathered"`, the CUDA default) do not."""
+        attention layer projecting `"grouped"` or `"batched"`): only those gain from grouping; layers that gather
+        each example's heads (`"gathered"`, the CUDA default) do not."""
         if self.config.task_adapter_dim:
             return True
-        return any(layer.mixed_batch_projection == "grouped"
+        return any(layer.mixed_batch_projection in ("grouped", "batched")
                    or (layer.mixed_batch_projection == "auto" and device.type != "cuda")
                    for layer in self.__dict__.get("_selecting_attentions", ()))
 

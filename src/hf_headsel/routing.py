@@ -16,6 +16,7 @@ Copied next to saved models as remote code; imports only torch and its sibling `
 from __future__ import annotations
 
 import collections
+import functools
 import itertools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -124,6 +125,27 @@ class TaskRoute:
     @property
     def single_task(self) -> int | None:
         return self.tasks[0] if self.tasks is not None and len(self.tasks) == 1 else None
+
+    @functools.cached_property
+    def task_blocks(self) -> tuple[torch.LongTensor | None, torch.LongTensor | None, int]:
+        """`(slots, positions, width)`: the batch laid out as one block of `width` examples per task, in the order of
+        `tasks` (a known layout only), for one batched matmul over the tasks. `width` is the largest task's count; a
+        smaller task's block is padded with copies of its first example. `slots` (`[len(tasks) * width]`) names the
+        example in each slot of the blocks, `positions` (`[batch]`) each example's slot. Both are `None` when the batch
+        already is that layout: each task's examples side by side, as many of each. Built once per route."""
+        width = max(self.sizes)
+        if self.order is None and all(size == width for size in self.sizes):
+            return None, None, width
+        examples = {task: [] for task in self.tasks}
+        for index, task in enumerate(self.example_tasks()):
+            examples[task].append(index)
+        slots, positions = [], [0] * len(self.ids)
+        for block, task in enumerate(self.tasks):
+            for offset, index in enumerate(examples[task]):
+                positions[index] = block * width + offset
+            slots += examples[task] + examples[task][:1] * (width - len(examples[task]))
+        device = self.ids.device
+        return torch.tensor(slots, device=device), torch.tensor(positions, device=device), width
 
     def per_task(self, states: torch.Tensor, fn: Callable[[int, torch.Tensor], torch.Tensor]) -> torch.Tensor:
         """`fn(task, examples)` applied to the examples (rows of `states`) of every task present, results put back

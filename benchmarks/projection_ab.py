@@ -1,0 +1,64 @@
+# Copyright 2026 The hf-headsel authors. Licensed under the Apache License, Version 2.0.
+"""How to project a mixed-task batch: the stock model and head selection with each `mixed_batch_projection` mode
+(`grouped`, `gathered`, `batched`, `auto`) timed in one process by `overhead.py`'s method (interleaved rounds, the
+order rotating) on the mixed-task batch of one of its measurements, every component selecting. Besides the ratios
+of medians, each mode's per-round ratio to the stock model and to the first mode, with a 95% bootstrap interval.
+
+    python benchmarks/projection_ab.py --family marian --measurement "generate beam" --modes gathered batched
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+from dataclasses import replace
+
+import torch
+
+import overhead
+from hf_headsel.attention import MIXED_BATCH_PROJECTIONS, HeadSelectionAttentionMixin
+
+
+def in_mode(call, mode: str):
+    """`call` with every head-selection attention layer projecting mixed batches `mode`."""
+    def run():
+        HeadSelectionAttentionMixin.mixed_batch_projection = mode
+        try:
+            return call()
+        finally:
+            HeadSelectionAttentionMixin.mixed_batch_projection = "auto"
+    return run
+
+
+def main(argv: list[str] | None = None) -> overhead.Measurement:
+    """Time the stock model and head selection in each mode on one mixed-task measurement; print and return it."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--family", default="marian", choices=sorted(overhead.FAMILIES))
+    parser.add_argument("--measurement", default="generate greedy", choices=overhead.MEASUREMENTS)
+    parser.add_argument("--modes", nargs="+", default=["gathered", "batched"], choices=MIXED_BATCH_PROJECTIONS)
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--repeats", type=int, default=20)
+    parser.add_argument("--quick", action="store_true", help="the tiny configuration of overhead.py --quick")
+    args = parser.parse_args(argv)
+    torch.set_num_threads(args.threads)
+    cfg = overhead.BenchConfig(family=args.family, components=overhead.COMPONENT_PRESETS["all"])
+    cfg = replace(cfg, **{**(overhead.QUICK if args.quick else {}), "repeats": args.repeats})
+    device = torch.device("cpu")
+    models = overhead.build_models(cfg, device, torch.float32, ("stock", "headsel"))
+    train_models = {name: copy.deepcopy(model) for name, model in models.items()}
+    calls = overhead.measurement_calls(cfg, models, train_models, True, device)[args.measurement]
+    systems = {"stock": calls["stock"], **{mode: in_mode(calls["headsel"], mode) for mode in args.modes}}
+    name = overhead.measurement_name(True, args.measurement, cfg)
+    measurement = overhead.Measurement(name, None, {system: [] for system in systems})
+    overhead.run_measurement(measurement, systems, cfg, device)
+    print(f"{overhead.model_summary(cfg)}; {name}; {args.threads} thread(s), {cfg.repeats} interleaved rounds")
+    print("\n".join(overhead.ratio_lines(measurement)))
+    for mode in args.modes:
+        print(overhead.paired(measurement.seconds, mode, "stock"))
+    for mode in args.modes[1:]:
+        print(overhead.paired(measurement.seconds, mode, args.modes[0]))
+    return measurement
+
+
+if __name__ == "__main__":
+    main()
