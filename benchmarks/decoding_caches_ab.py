@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import copy
 import types
-from dataclasses import replace
 
 import torch
 from transformers import GenerationMixin
@@ -34,16 +33,10 @@ def without_decoding_caches(model: torch.nn.Module) -> torch.nn.Module:
 def main(argv: list[str] | None = None) -> list[overhead.Measurement]:
     """Time compiled greedy generation of the three systems, single-task then mixed-task; print and return them."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--family", default="marian", choices=sorted(overhead.FAMILIES))
-    parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--repeats", type=int, default=10)
-    parser.add_argument("--quick", action="store_true", help="the tiny configuration of overhead.py --quick")
+    overhead.add_ab_arguments(parser, threads=2, repeats=10)
     parser.add_argument("--compile-backend", default="inductor", help="torch.compile backend (eager: tracing only)")
     args = parser.parse_args(argv)
-    torch.set_num_threads(args.threads)
-    cfg = overhead.BenchConfig(family=args.family, components=overhead.COMPONENT_PRESETS["all"], compile=True,
-                               compile_backend=args.compile_backend)
-    cfg = replace(cfg, **{**(overhead.QUICK if args.quick else {}), "repeats": args.repeats})
+    cfg = overhead.ab_config(args, compile=True, compile_backend=args.compile_backend)
     device = torch.device("cpu")
     models = overhead.build_models(cfg, device, torch.float32, overhead.COMPILED_SYSTEMS)
     models["headsel_uncached"] = without_decoding_caches(models["headsel"])

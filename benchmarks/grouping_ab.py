@@ -10,7 +10,6 @@ every component selecting.
 from __future__ import annotations
 
 import argparse
-from dataclasses import replace
 
 import torch
 
@@ -22,14 +21,9 @@ GROUPING = {"grouped": True, "ungrouped": False}  # system name -> `group_mixed_
 def main(argv: list[str] | None = None) -> overhead.Measurement:
     """Time the stock model and head selection with and without grouping; print and return the measurement."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--family", default="marian", choices=sorted(overhead.FAMILIES))
-    parser.add_argument("--threads", type=int, default=1)
-    parser.add_argument("--repeats", type=int, default=20)
-    parser.add_argument("--quick", action="store_true", help="the tiny configuration of overhead.py --quick")
+    overhead.add_ab_arguments(parser, threads=1, repeats=20)
     args = parser.parse_args(argv)
-    torch.set_num_threads(args.threads)
-    cfg = overhead.BenchConfig(family=args.family, components=("encoder_self", "decoder_self", "decoder_cross"))
-    cfg = replace(cfg, **{**(overhead.QUICK if args.quick else {}), "repeats": args.repeats})
+    cfg = overhead.ab_config(args)
     device = torch.device("cpu")
     models = overhead.build_models(cfg, device, torch.float32)
     calls = overhead.measurement_calls(cfg, models, models, True, device)["train step"]

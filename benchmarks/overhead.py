@@ -59,7 +59,7 @@ import statistics
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 import torch
@@ -578,6 +578,22 @@ def ratio_lines(measurement: Measurement) -> list[str]:
     return [f"{name:18s} median {measurement.median_ms(name):7.1f} ms (min {measurement.min_ms(name):7.1f}); "
             f"vs stock {measurement.ratio(name):.3f} (min {measurement.ratio(name, 'min'):.3f})"
             for name in measurement.seconds]
+
+
+def add_ab_arguments(parser: argparse.ArgumentParser, threads: int, repeats: int) -> None:
+    """The options every A/B script beside this one takes: `--family`, `--threads`, `--repeats`, `--quick`."""
+    parser.add_argument("--family", default="marian", choices=sorted(FAMILIES))
+    parser.add_argument("--threads", type=int, default=threads)
+    parser.add_argument("--repeats", type=int, default=repeats)
+    parser.add_argument("--quick", action="store_true", help="the tiny configuration of overhead.py --quick")
+
+
+def ab_config(args: argparse.Namespace, **fields) -> BenchConfig:
+    """The configuration of an A/B script's run (options of [`add_ab_arguments`]), every component selecting, with
+    `fields` set; sets the torch thread count."""
+    torch.set_num_threads(args.threads)
+    cfg = BenchConfig(family=args.family, components=COMPONENT_PRESETS["all"], **fields)
+    return replace(cfg, **{**(QUICK if args.quick else {}), "repeats": args.repeats})
 
 
 def paired(seconds: dict, system: str, reference: str, resamples: int = 2000) -> str:

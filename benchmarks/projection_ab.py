@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import copy
-from dataclasses import replace
 
 import torch
 
@@ -33,16 +32,11 @@ def in_mode(call, mode: str):
 def main(argv: list[str] | None = None) -> overhead.Measurement:
     """Time the stock model and head selection in each mode on one mixed-task measurement; print and return it."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--family", default="marian", choices=sorted(overhead.FAMILIES))
     parser.add_argument("--measurement", default="generate greedy", choices=overhead.MEASUREMENTS)
     parser.add_argument("--modes", nargs="+", default=["gathered", "batched"], choices=MIXED_BATCH_PROJECTIONS)
-    parser.add_argument("--threads", type=int, default=1)
-    parser.add_argument("--repeats", type=int, default=20)
-    parser.add_argument("--quick", action="store_true", help="the tiny configuration of overhead.py --quick")
+    overhead.add_ab_arguments(parser, threads=1, repeats=20)
     args = parser.parse_args(argv)
-    torch.set_num_threads(args.threads)
-    cfg = overhead.BenchConfig(family=args.family, components=overhead.COMPONENT_PRESETS["all"])
-    cfg = replace(cfg, **{**(overhead.QUICK if args.quick else {}), "repeats": args.repeats})
+    cfg = overhead.ab_config(args)
     device = torch.device("cpu")
     models = overhead.build_models(cfg, device, torch.float32, ("stock", "headsel"))
     train_models = {name: copy.deepcopy(model) for name, model in models.items()}

@@ -19,7 +19,6 @@ import subprocess
 import sys
 import tarfile
 import tempfile
-from dataclasses import replace
 from pathlib import Path
 
 import torch
@@ -64,16 +63,11 @@ def main(argv: list[str] | None = None) -> overhead.Measurement:
     """Time the three systems on one measurement; print and return it."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rev", required=True, help="the earlier git revision (commit, tag, branch)")
-    parser.add_argument("--family", default="marian", choices=sorted(overhead.FAMILIES))
     parser.add_argument("--measurement", default="generate greedy", choices=overhead.MEASUREMENTS)
     parser.add_argument("--mixed", action="store_true", help="a mixed-task batch (default: single-task)")
-    parser.add_argument("--threads", type=int, default=1)
-    parser.add_argument("--repeats", type=int, default=40)
-    parser.add_argument("--quick", action="store_true", help="the tiny configuration of overhead.py --quick")
+    overhead.add_ab_arguments(parser, threads=1, repeats=40)
     args = parser.parse_args(argv)
-    torch.set_num_threads(args.threads)
-    cfg = overhead.BenchConfig(family=args.family, components=overhead.COMPONENT_PRESETS["all"])
-    cfg = replace(cfg, **{**(overhead.QUICK if args.quick else {}), "repeats": args.repeats})
+    cfg = overhead.ab_config(args)
     with tempfile.TemporaryDirectory() as folder:  # kept while the earlier package runs
         import_revision(args.rev, Path(folder))
         return measure(cfg, args)

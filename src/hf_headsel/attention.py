@@ -244,7 +244,8 @@ class HeadSelectionAttentionMixin:
         may mix any of them)."""
         key = ("batched", tasks)
         if (prepared is None or key not in prepared) and not is_compiling():
-            for stale in [k for k in self._task_weights_cache if isinstance(k, tuple) and k != key]:
+            for stale in [k for k in self._task_weights_cache if isinstance(k, tuple) and k[0] == "batched"
+                          and k != key]:
                 del self._task_weights_cache[stale]
 
         def compute():
@@ -330,8 +331,7 @@ class HeadSelectionAttentionMixin:
                 return stacked[task]
             if task not in parts:  # q and kv as the two outputs of one split: its backward is one cat, no zeros
                 weight, bias = stacked[task]
-                spans = (self._part_span(name, self.num_heads) for name in ("q", "kv"))
-                sizes = [stop - start for start, stop in spans]
+                sizes = self._q_kv_sizes()
                 parts[task] = dict(zip(("q", "kv"), zip(weight.split(sizes), bias.split(sizes) if bias is not None
                                                         else (None, None))))
             return parts[task][part]
@@ -343,7 +343,7 @@ class HeadSelectionAttentionMixin:
         (the transposed stack of [`_task_weight_stack`]), `bias` `[tasks, rows]` or `None`. The q and kv parts are
         the two outputs of one split: its backward is one cat, not a zero-filled gradient per slice."""
         bias = None if bias is None else bias[:, None, :]  # broadcast over each task's examples
-        sizes = [stop - start for start, stop in (self._part_span(part, self.num_heads) for part in ("q", "kv"))]
+        sizes = self._q_kv_sizes()
         weights = zip(weight.split(sizes, -1), (None, None) if bias is None else bias.split(sizes, -1))
         return {"qkv": (weight, bias), **dict(zip(("q", "kv"), weights))}
 
@@ -404,6 +404,10 @@ class HeadSelectionAttentionMixin:
         """`(start, stop)`: the rows of `part` in a stacked q/k/v weight holding `heads` heads per projection."""
         start, stop = PARTS[part]
         return start * heads * self.head_dim, stop * heads * self.head_dim
+
+    def _q_kv_sizes(self) -> list[int]:
+        """The row counts of the q and kv parts of one task's stacked q/k/v weight: the sizes that split it in two."""
+        return [stop - start for start, stop in (self._part_span(part, self.num_heads) for part in ("q", "kv"))]
 
     def _part_rows(self, weight: torch.Tensor, bias: torch.Tensor | None, part: str, heads: int) -> tuple:
         """The rows of `part` of a stacked q/k/v weight and bias holding `heads` heads per projection."""
