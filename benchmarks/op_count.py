@@ -14,8 +14,9 @@ Beside the kernels, the host work around them: the Python function calls of the 
 model) a step's time is its kernels plus this Python, and a change to the per-layer code shows here first.
 
 The measurements: eval forward, greedy and beam-search generation (`num_beams` of overhead.py) and a training step
-(with the AdamW update), single-task and mixed-task. `--family` and `--components` are overhead.py's (its presets
-included: `paper`, `all`, `cross`).
+(with the AdamW update), single-task and mixed-task, a mixed-task batch in each `mixed_batch_projection` mode
+(`auto` as on this CPU: grouped full passes, batched decoding steps). `--family` and `--components` are
+overhead.py's (its presets included: `paper`, `all`, `cross`).
 
     python benchmarks/op_count.py                # the standard configuration of overhead.py (Marian)
     python benchmarks/op_count.py --quick        # the tiny one (same counts per layer, fewer layers)
@@ -45,7 +46,7 @@ from overhead import (  # beside this script (its folder comes first on the modu
     model_summary,
 )
 
-from hf_headsel.attention import HeadSelectionAttentionMixin  # noqa: E402
+from hf_headsel.attention import MIXED_BATCH_PROJECTIONS, HeadSelectionAttentionMixin  # noqa: E402
 
 SYSTEMS = ("stock", "headsel")
 #: Leaf ATen operations that launch no kernel: views, allocations and metadata.
@@ -108,14 +109,14 @@ def count_table(cfg: BenchConfig, verbose: bool = False) -> list[str]:
     train_models = build_models(cfg, torch.device("cpu"), torch.float32)
     rows = []
     for mixed in (False, True):
-        for mode in ("grouped", "gathered") if mixed else ("auto",):
+        for mode in MIXED_BATCH_PROJECTIONS if mixed else ("auto",):
             HeadSelectionAttentionMixin.mixed_batch_projection = mode
             for name, calls in measurements(cfg, models, train_models, mixed).items():
                 counts = {system: count_ops(calls[system]) for system in SYSTEMS}
                 stock, headsel = (sum(counts[system].values()) for system in SYSTEMS)
                 python = {system: count_python_calls(calls[system]) for system in SYSTEMS}
                 kind = "mixed" if mixed else "single"
-                projection = mode if mixed else "-"
+                projection = ("auto (CPU)" if mode == "auto" else mode) if mixed else "-"
                 rows.append(f"| {name} | {kind} | {projection} | {stock} | {headsel} | {headsel / stock:.2f} | "
                             f"{python['stock']} | {python['headsel']} | {python['headsel'] / python['stock']:.2f} |")
                 if verbose:

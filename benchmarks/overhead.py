@@ -21,7 +21,9 @@ Measurements: evaluation forward pass, greedy and beam-search generation (each f
 mixed-task batch), and a training step (forward + backward + AdamW step, train mode), single-task and mixed-task.
 Each measurement warms up every system, then times `--repeats` rounds in which the three systems run one after the
 other (the order rotates every round), and reports the median and the minimum. Ratios are headsel / stock and
-all-candidates / stock, of the medians.
+all-candidates / stock, of the medians; beside them headsel's paired ratio: the median of its per-round ratios to
+the stock model, with a 95% bootstrap interval (steadier on a noisy host: each ratio compares two calls made
+moments apart).
 
 `--compile` times the compiled models instead (stock and headsel; the all-candidates baseline stays an eager
 reference): the evaluation forward and the training forward/backward through `torch.compile` (`fullgraph=True` for
@@ -68,7 +70,7 @@ import transformers
 from transformers import CompileConfig
 
 from hf_headsel import COMPONENTS
-from hf_headsel.attention import HeadSelectionAttentionMixin
+from hf_headsel.attention import MIXED_BATCH_PROJECTIONS, HeadSelectionAttentionMixin
 from hf_headsel.families import MARIAN, SPEECH2TEXT, Family
 
 from reference_attention import use_all_candidates_attention  # beside this script: its folder is on the path
@@ -596,28 +598,40 @@ def ab_config(args: argparse.Namespace, **fields) -> BenchConfig:
     return replace(cfg, **{**(QUICK if args.quick else {}), "repeats": args.repeats})
 
 
-def paired(seconds: dict, system: str, reference: str, resamples: int = 2000) -> str:
-    """The median of the per-round ratios `system / reference`, and its 95% bootstrap interval."""
+def paired_ratio(seconds: dict, system: str, reference: str, resamples: int = 2000) -> tuple[float, float, float]:
+    """`(median, low, high)`: the median of the per-round ratios `system / reference` (the rounds are interleaved,
+    so each ratio compares two calls made moments apart: steadier than a ratio of medians on a noisy host) and its
+    95% bootstrap interval."""
     ratios = [a / b for a, b in zip(seconds[system], seconds[reference])]
     rng = random.Random(0)
     medians = sorted(statistics.median(rng.choices(ratios, k=len(ratios))) for _ in range(resamples))
-    low, high = medians[int(0.025 * resamples)], medians[int(0.975 * resamples) - 1]
-    return f"{system} / {reference}: paired median {statistics.median(ratios):.3f} [{low:.3f}, {high:.3f}]"
+    return statistics.median(ratios), medians[int(0.025 * resamples)], medians[int(0.975 * resamples) - 1]
+
+
+def format_paired(ratio: tuple[float, float, float]) -> str:
+    return "{:.3f} [{:.3f}, {:.3f}]".format(*ratio)
+
+
+def paired(seconds: dict, system: str, reference: str) -> str:
+    """One line: [`paired_ratio`] of `system / reference`."""
+    return f"{system} / {reference}: paired median {format_paired(paired_ratio(seconds, system, reference))}"
 
 
 def format_table(results: list[Measurement]) -> str:
-    """A markdown table: each system's median (min) ms and its ratio to the stock model, the target, met or not."""
+    """A markdown table: each system's median (min) ms and its ratio to the stock model, head selection's paired
+    ratio to it ([`paired_ratio`]), the target (of the ratio of medians), met or not."""
     systems = tuple(results[0].seconds) if results else SYSTEMS
     header = ["measurement", "stock ms"]
     for system in systems[1:]:
         header += [f"{system.replace('_', '-')} ms", "ratio"]
-    header += ["target", "ok"]
+    header += ["headsel / stock, paired [95%]", "target", "ok"]
     rows = []
     for m in results:
         row = [m.name, f"{m.median_ms('stock'):.1f} ({m.min_ms('stock'):.1f})"]
         for system in systems[1:]:
             row += [f"{m.median_ms(system):.1f} ({m.min_ms(system):.1f})",
                     f"{m.ratio(system):.3f} ({m.ratio(system, 'min'):.3f})"]
+        row.append(format_paired(paired_ratio(m.seconds, "headsel", "stock")))
         row += ["-" if m.target is None else f"<= {m.target:.2f}", "-" if m.ok is None else ("yes" if m.ok else "NO")]
         rows.append(row)
     widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
@@ -677,8 +691,9 @@ def parse_args(argv=None) -> tuple[argparse.Namespace, dict]:
     parser.add_argument("--attn-implementation", choices=["eager", "sdpa", "flash_attention_2"],
                         help="attention backend of every system (default: sdpa where the stock model supports it, "
                              "else eager: Speech2Text)")  # fmt: skip
-    parser.add_argument("--mixed-batch-projection", choices=["auto", "grouped", "gathered"],
-                        help="how headsel projects mixed-task batches (default auto: gathered on CUDA, grouped on CPU)")
+    parser.add_argument("--mixed-batch-projection", choices=MIXED_BATCH_PROJECTIONS,
+                        help="how headsel projects mixed-task batches (default auto: gathered on CUDA; on the CPU "
+                             "grouped full passes and batched decoding steps)")
     parser.add_argument("--compile", action="store_true",
                         help="time the torch.compile'd stock and headsel models (compiled in the warm-up rounds)")
     parser.add_argument("--compile-backend", default=BenchConfig.compile_backend,
@@ -765,6 +780,8 @@ def main(argv=None) -> int:
                     min_ms={s: m.min_ms(s) for s in cfg.systems},
                     ratio_median={s: m.ratio(s) for s in cfg.systems[1:]},
                     ratio_min={s: m.ratio(s, "min") for s in cfg.systems[1:]},
+                    ratio_paired={s: dict(zip(("median", "low", "high"), paired_ratio(m.seconds, s, "stock")))
+                                  for s in cfg.systems[1:]},
                     seconds=m.seconds,
                 )  # fmt: skip
                 for m in results

@@ -132,7 +132,9 @@ def test_op_count_sweeps_the_number_of_tasks(tiny_op_count, capsys):
     out = capsys.readouterr().out
     assert "2 + 2 tasks" in out
     rows = table_rows(out)
-    assert len(rows) == 12  # 4 calls (forward, greedy, beam, train step) x (single, mixed grouped, mixed gathered)
+    # 4 calls (forward, greedy, beam, train step) x (single, mixed in each projection: auto, grouped, gathered, batched)
+    assert len(rows) == 20
+    assert {row.split(" | ")[2] for row in rows} == {"-", "auto (CPU)", "grouped", "gathered", "batched"}
     with pytest.raises(SystemExit, match="--tasks must be >= 1"):
         tiny_op_count.main(["--quick", "--tasks", "0"])
 
@@ -354,3 +356,15 @@ def test_revision_ab_times_the_stock_model_an_earlier_revision_and_the_checkout(
     # the earlier package was imported under its own name, and the Auto classes map to the checkout's again
     assert sys.modules[revision_ab.EARLIER].__name__ == revision_ab.EARLIER
     assert AutoConfig.for_model("headsel_marian").__class__ is hf_headsel.HeadSelMarianConfig
+
+
+def test_the_paired_ratio_compares_each_round_with_its_own_stock_call():
+    # the stock model drifts 2x across rounds; head selection costs 1.1x its own round's stock call in all but one
+    stock = [1.0, 2.0, 1.0, 2.0, 1.0, 2.0, 1.0, 2.0, 1.0]
+    headsel = [1.1 * t for t in stock[:-1]] + [3.0]
+    median, low, high = overhead.paired_ratio({"stock": stock, "headsel": headsel}, "headsel", "stock")
+    assert median == pytest.approx(1.1) and low == pytest.approx(1.1) and high <= 3.0
+    measurement = overhead.Measurement("generate greedy, mixed-task", 1.15, {"stock": stock, "headsel": headsel})
+    assert measurement.ratio("headsel") == pytest.approx(2.2)  # ratio of medians: fooled by the drift
+    header, _, row = overhead.format_table([measurement]).splitlines()
+    assert "headsel / stock, paired [95%]" in header and " 1.100 [1.100, 1.100] | <= 1.15 | NO |" in row

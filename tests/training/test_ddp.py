@@ -28,6 +28,7 @@ def test_torchrun_two_processes_keep_selectors_in_sync(text_corpus, tmp_path):
         "--ddp_backend", "gloo", "--do_train", "--do_eval", "--do_predict",
     ]
     command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
+               "--log-dir", str(tmp_path / "torchrun_logs"),  # not a new folder in the system's temp dir each run
                str(WORKER), str(tmp_path)] + flags
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
     completed = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)

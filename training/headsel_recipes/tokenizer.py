@@ -10,6 +10,7 @@ the model family, so the output folder loads with `from_pretrained`.
 
 from __future__ import annotations
 
+import atexit
 import json
 import logging
 import shutil
@@ -72,11 +73,19 @@ def train_sentencepiece(
     return {processor.id_to_piece(index): index for index in range(processor.get_piece_size())}
 
 
+def tokenizer_folder() -> Path:
+    """A new temporary folder for a trained tokenizer's files, removed when the interpreter exits: the tokenizer
+    reads them again when it is copied or unpickled (`datasets.map` workers), and `save_pretrained` copies them."""
+    folder = Path(tempfile.mkdtemp(prefix="headsel_spm_"))
+    atexit.register(shutil.rmtree, folder, ignore_errors=True)
+    return folder
+
+
 def train_speech_tokenizer(texts: Iterable[str], vocab_size: int, model_type: str = "unigram",
                            max_sentences: int = 1_000_000, tags: list[str] | None = None) -> Speech2TextTokenizer:
     """A [`Speech2TextTokenizer`] over a sentencepiece model trained on `texts` (its files live in a temporary
-    folder until `save_pretrained`); `tags` (task tags) are whole pieces."""
-    folder = Path(tempfile.mkdtemp(prefix="headsel_spm_"))
+    folder, see [`tokenizer_folder`], until `save_pretrained`); `tags` (task tags) are whole pieces."""
+    folder = tokenizer_folder()
     vocab = train_sentencepiece(texts, folder / "sentencepiece.bpe.model", vocab_size, SPEECH_SPECIALS, model_type,
                                 user_symbols=tags, max_sentences=max_sentences)
     (folder / "vocab.json").write_text(json.dumps(vocab, ensure_ascii=False))
@@ -85,8 +94,9 @@ def train_speech_tokenizer(texts: Iterable[str], vocab_size: int, model_type: st
 
 def train_marian_tokenizer(texts: Iterable[str], vocab_size: int, model_type: str = "unigram",
                            lang_tokens: list[str] | None = None, max_sentences: int = 1_000_000) -> MarianTokenizer:
-    """A [`MarianTokenizer`] over one joint sentencepiece model trained on `texts` (source and target sides)."""
-    folder = Path(tempfile.mkdtemp(prefix="headsel_spm_"))
+    """A [`MarianTokenizer`] over one joint sentencepiece model trained on `texts` (source and target sides); its
+    files live in a temporary folder (see [`tokenizer_folder`]) until `save_pretrained`."""
+    folder = tokenizer_folder()
     vocab = train_sentencepiece(texts, folder / "source.spm", vocab_size, MARIAN_SPECIALS, model_type,
                                 user_symbols=lang_tokens, max_sentences=max_sentences)
     shutil.copyfile(folder / "source.spm", folder / "target.spm")

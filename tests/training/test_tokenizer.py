@@ -1,0 +1,40 @@
+# Copyright 2026 The hf-headsel authors. Licensed under the Apache License, Version 2.0.
+"""Trained tokenizers: their temporary files serve the tokenizer while the process runs and are gone after it."""
+
+from __future__ import annotations
+
+import pickle
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+from headsel_recipes.tokenizer import train_marian_tokenizer, train_speech_tokenizer
+
+TEXTS = ["the cat sat on the mat", "die Katze sass auf der Matte", "le chat", "a dog", "ein Hund"] * 4
+
+
+def test_a_trained_tokenizer_survives_pickling_and_saves_its_files(tmp_path):
+    for tokenizer in (train_marian_tokenizer(TEXTS, 40), train_speech_tokenizer(TEXTS, 40)):
+        copy = pickle.loads(pickle.dumps(tokenizer))  # what datasets.map workers do: re-read the spm files
+        assert copy("the cat").input_ids == tokenizer("the cat").input_ids
+        folder = tmp_path / type(tokenizer).__name__
+        tokenizer.save_pretrained(folder)
+        reloaded = type(tokenizer).from_pretrained(folder)
+        assert reloaded("the cat").input_ids == tokenizer("the cat").input_ids
+
+
+def test_the_temporary_files_are_removed_when_the_process_exits():
+    # a training run used to leave one folder per trained tokenizer in the temporary directory, for good
+    script = textwrap.dedent("""
+        from pathlib import Path
+        from headsel_recipes.tokenizer import train_marian_tokenizer, train_speech_tokenizer
+        texts = ["the cat sat on the mat", "a dog", "le chat"] * 4
+        for spm_file in (train_marian_tokenizer(texts, 30).spm_files[0], train_speech_tokenizer(texts, 30).spm_file):
+            assert Path(spm_file).is_file()
+            print(Path(spm_file).parent)
+    """)
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
+    folders = [Path(line) for line in result.stdout.splitlines()]
+    assert len(folders) == 2 and all(folder.name.startswith("headsel_spm_") for folder in folders)
+    assert not any(folder.exists() for folder in folders)
