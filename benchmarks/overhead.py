@@ -76,8 +76,6 @@ from hf_headsel.families import MARIAN, SPEECH2TEXT, Family
 from reference_attention import use_all_candidates_attention  # beside this script: its folder is on the path
 
 SYSTEMS = ("stock", "headsel", "all_candidates")
-#: The measurements of one batch kind (the keys of [`measurement_calls`]).
-MEASUREMENTS = ("eval forward", "generate greedy", "generate beam", "train step")
 COMPILED_SYSTEMS = SYSTEMS[:2]  # --compile: the all-candidates baseline is an eager reference only
 #: torch._dynamo settings of a --compile run: every measurement compiles the models' shared forward code once more
 #: (eval / train, single / mixed); past dynamo's default limit of 8 a call would fall back to eager without an error
@@ -138,6 +136,8 @@ TARGETS = {
     ("train step", "single"): 1.10,
     ("train step", "mixed"): 1.15,
 }
+#: The measurements of one batch kind (the keys of [`measurement_calls`]), in the order of [`TARGETS`].
+MEASUREMENTS = tuple(dict.fromkeys(measurement for measurement, _ in TARGETS))
 
 
 @dataclass
