@@ -375,6 +375,64 @@ def test_batched_projection_keeps_the_weights_of_the_last_tasks_only(family, pro
             assert len(batched) == 1
 
 
+def saved_for_backward(model, family, ids: dict) -> int:
+    """Bytes a training forward pass keeps for its backward pass, the parameters left out (alive anyway)."""
+    parameters = {p.untyped_storage().data_ptr() for p in model.parameters()}
+    storages = {}
+
+    def pack(tensor: torch.Tensor) -> torch.Tensor:
+        storage = tensor.untyped_storage()  # saved tensors stay alive: their storages cannot share an address
+        if storage.data_ptr() not in parameters:
+            storages[storage.data_ptr()] = storage.nbytes()
+        return tensor
+
+    model.train()
+    seed_everything(7)
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda tensor: tensor):
+        model(**family.inputs(), labels=family.labels(), **ids)
+    return sum(storages.values())
+
+
+def test_training_keeps_no_gathered_weights_for_the_backward_pass(family):
+    """A grouped training pass of a batch mixing tasks keeps for the backward pass what one of a single task keeps,
+    but for a few task-sized index and gate tensors: not each task's gathered q/k/v rows (`TaskRowsLinear` gathers
+    them again in the backward pass), which would add one `[3 * H * head_dim, d_model]` copy per task per layer."""
+    model = mixed_model(family)
+    single = saved_for_backward(model, family, dict(encoder_task_ids=0, decoder_task_ids=0))
+    mixed = saved_for_backward(model, family, PROJECTION_BATCHES["grouped_equal"])  # 2 tasks a side, no reordering
+    one_task_rows = sum(3 * HEADS * HEAD_DIM * layer.embed_dim * 4 for _, _, layer in selecting_attentions(model))
+    assert 0 <= mixed - single < one_task_rows / 4
+
+
+@pytest.mark.parametrize("strategy", ["group", "subset"])
+def test_grouped_training_gradients_equal_the_gathered_ones_under_autocast_and_twice_differentiated(family, strategy,
+                                                                                                      projection_mode):
+    """The grouped projection's own backward pass (`TaskRowsLinear`) under CPU autocast (bfloat16), and
+    differentiated again (a gradient penalty), gives what autograd gives for the all-candidates projection."""
+    model = mixed_model(family, strategy, attn_implementation="eager")  # sdpa's CPU backward is not differentiable
+    model.train()
+    names, parameters = zip(*[(n, p) for n, p in model.named_parameters() if p.requires_grad])
+    results = {}
+    for mode in ("grouped", "gathered"):
+        projection_mode(mode)
+        seed_everything(7)
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            loss = model(**family.inputs(), labels=family.labels(), **MIXED).loss
+        autocast = torch.autograd.grad(loss, parameters, allow_unused=True)
+        seed_everything(7)
+        loss = model(**family.inputs(), labels=family.labels(), **MIXED).loss
+        grads = torch.autograd.grad(loss, parameters, create_graph=True, allow_unused=True)
+        penalty = sum(g.pow(2).sum() for g in grads if g is not None)
+        second = torch.autograd.grad(penalty, parameters, allow_unused=True)
+        results[mode] = autocast, second
+    for name, (autocast0, second0), (autocast1, second1) in zip(names, *(zip(*results[mode]) for mode in results)):
+        assert (autocast0 is None) == (autocast1 is None) and (second0 is None) == (second1 is None), name
+        if autocast0 is not None:
+            torch.testing.assert_close(autocast0, autocast1, rtol=2e-2, atol=2e-3, msg=lambda m: f"{name}: {m}")
+        if second0 is not None:
+            torch.testing.assert_close(second0, second1, msg=lambda m: f"{name}: {m}")
+
+
 def test_mixed_batch_projection_is_checked(family, projection_mode):
     projection_mode("sometimes")
     with pytest.raises(ValueError, match="mixed_batch_projection must be one of"):

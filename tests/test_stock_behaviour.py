@@ -230,10 +230,13 @@ def test_fullgraph_compiled_base_model_equals_eager(family, fresh_dynamo):
         assert_same(compiled(**kwargs), model(**kwargs))
 
 
-def test_fullgraph_compiled_training_step_equals_eager(family, fresh_dynamo):
-    """One Gumbel draw (same seed), loss with the KL, and every gradient."""
+@pytest.mark.parametrize("ids", ["single task id", "mixed"])
+def test_fullgraph_compiled_training_step_equals_eager(family, ids, fresh_dynamo):
+    """One Gumbel draw (same seed), loss with the KL, and every gradient: a mixed batch (traced ids: every example
+    gathers its heads) and one task given as an id (its rows gathered in the graph, task by task)."""
     model = build(family, 2, head_selection_kl_weight=0.5).train()
-    kwargs = dict(**family.inputs(), labels=family.labels(), **MIXED)
+    task_ids = dict(encoder_task_ids=1, decoder_task_ids=2) if ids == "single task id" else MIXED
+    kwargs = dict(**family.inputs(), labels=family.labels(), **task_ids)
 
     def step(run):
         seed_everything(11)
@@ -315,7 +318,7 @@ def test_compiled_decoding_steps_read_the_caches_validated_on_the_host(family, i
     expected = logits()
     model.generate(**kwargs, cache_implementation="static")  # eager: fills the caches of the static path
     gathered = []
-    for name in ("_task_weights", "_stacked_weights"):
+    for name in ("_task_weight_stack", "_stacked_weights"):
         original = getattr(HeadSelectionAttentionMixin, name)
         monkeypatch.setattr(HeadSelectionAttentionMixin, name,
                             lambda self, *args, _original=original, _name=name: gathered.append((_name, self.component))

@@ -41,6 +41,72 @@ MIXED_BATCH_PROJECTIONS = ("auto", "grouped", "gathered", "batched")
 PARTS = {"qkv": (0, 3), "q": (0, 1), "kv": (1, 3)}
 
 
+def _cat(parts: list[torch.Tensor]) -> torch.Tensor:
+    return parts[0] if len(parts) == 1 else torch.cat(parts)
+
+
+def _task_rows_of(tensors: tuple[torch.Tensor, ...], rows: torch.LongTensor) -> torch.Tensor:
+    """The rows `rows` (`[tasks, R]`) of `tensors` stacked along their first dimension: `[tasks, R, ...]`."""
+    return _cat(list(tensors)).index_select(0, rows.flatten()).unflatten(0, rows.shape)
+
+
+def _rows_grad(values: torch.Tensor, rows: torch.LongTensor, like: tuple[torch.Tensor, ...]) -> tuple:
+    """The gradients of `like` (stacked) given `values` (`[tasks, R, ...]`) for their rows `rows`: summed where tasks
+    share a row, zero where no task took it."""
+    stacked = values.new_zeros(sum(t.shape[0] for t in like), *values.shape[2:], dtype=like[0].dtype)
+    summed = stacked.index_add(0, rows.flatten(), values.flatten(0, 1).to(stacked.dtype))
+    return summed.split([t.shape[0] for t in like])
+
+
+def _task_rows_linear(x: torch.Tensor, rows: torch.LongTensor, sizes: tuple[int, ...], num_weights: int,
+                      *params: torch.Tensor) -> torch.Tensor:
+    """`x_t @ W_t^T + b_t` for the examples `x_t` of each task `t` of a batch laid out task by task (`sizes` examples
+    each), `W_t` the rows `rows[t]` of the weights `params[:num_weights]` stacked, `b_t` those of the biases (the rest
+    of `params`)."""
+    weights, biases = params[:num_weights], params[num_weights:]
+    weight = _task_rows_of(weights, rows)
+    bias = _task_rows_of(biases, rows) if biases else None
+    return _cat([F.linear(examples, weight[task], None if bias is None else bias[task])
+                 for task, examples in enumerate(x.split(sizes))])
+
+
+class TaskRowsLinear(torch.autograd.Function):
+    """[`_task_rows_linear`], with a backward pass of its own.
+
+    What autograd computes for `F.linear` on the gathered rows (the same kernels), except that the gathered rows are
+    not kept for the backward pass, which gathers them again from the parameters: kept, they would stay alive from
+    the forward pass to the backward pass, one `[R, d_model]` copy per task present and layer (8 tasks at d_model
+    512: 25 MB per self-attention layer), memory the stock model never holds, and that the allocator gives back and
+    faults in again at every step. Autocast is followed (the backward pass computes in the dtype of the incoming
+    gradient, as autocast's `F.linear` did), and the backward pass is itself differentiable."""
+
+    @staticmethod
+    def forward(ctx, x: torch.Tensor, rows: torch.LongTensor, sizes: tuple[int, ...], num_weights: int,
+                *params: torch.Tensor) -> torch.Tensor:
+        ctx.save_for_backward(x, rows, *params)
+        ctx.sizes, ctx.num_weights = sizes, num_weights
+        return _task_rows_linear(x, rows, sizes, num_weights, *params)
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor):
+        x, rows, *params = ctx.saved_tensors
+        weights, biases = tuple(params[: ctx.num_weights]), tuple(params[ctx.num_weights :])
+        grads = grad.split(ctx.sizes)
+        grad_x = None
+        if ctx.needs_input_grad[0]:
+            weight = _task_rows_of(weights, rows).to(grad.dtype)
+            grad_x = _cat([g.matmul(weight[task]) for task, g in enumerate(grads)]).to(x.dtype)
+        grad_params = [None] * len(params)
+        if any(ctx.needs_input_grad[4:]):
+            flat = [g.flatten(0, -2) for g in grads]
+            examples = [e.flatten(0, -2).to(grad.dtype) for e in x.split(ctx.sizes)]
+            grad_params[: ctx.num_weights] = _rows_grad(
+                torch.stack([g.t().mm(e) for g, e in zip(flat, examples)]), rows, weights)
+            if biases:
+                grad_params[ctx.num_weights :] = _rows_grad(torch.stack([g.sum(0) for g in flat]), rows, biases)
+        return grad_x, None, None, None, *grad_params
+
+
 class HeadSelectionAttentionMixin:
     """Turns a stock attention layer (`q_proj`, `k_proj`, `v_proj`, `out_proj`) into one with `H'` candidate heads.
 
@@ -102,26 +168,19 @@ class HeadSelectionAttentionMixin:
         bias = None if self.q_proj.bias is None else torch.cat([p.bias for p in projections])
         return torch.cat([p.weight for p in projections]), bias
 
-    def _task_weights(self, heads: torch.LongTensor) -> list[tuple[torch.Tensor, torch.Tensor | None]]:
-        """The stacked q/k/v weight and bias of each row of `heads` (`[tasks, H]`): `[3 * H * head_dim, d_model]`,
-        rows slot by slot. One gather for all the tasks, so training pays one scatter in the backward pass, not one
-        per task and projection."""
-        if len(heads) == 1:
-            weight, bias = self._stacked_weights()
-            rows = self._task_rows(heads, weight.device)[0]
-            return [(weight.index_select(0, rows), None if bias is None else bias.index_select(0, rows))]
-        weight, bias = self._task_weight_stack(heads)
-        return list(zip(weight.unbind(0), [None] * len(heads) if bias is None else bias.unbind(0)))
+    def _task_weights(self, heads: torch.LongTensor) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """The stacked q/k/v weight and bias of one task's heads `heads` (`[H]`): `[3 * H * head_dim, d_model]`, rows
+        slot by slot."""
+        weight, bias = self._task_weight_stack(heads[None])
+        return weight[0], None if bias is None else bias[0]
 
     def _task_weight_stack(self, heads: torch.LongTensor) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """[`_task_weights`] as one tensor: `[tasks, 3 * H * head_dim, d_model]` (bias `[tasks, 3 * H * head_dim]`)."""
-        weight, bias = self._stacked_weights()
-        rows = self._task_rows(heads, weight.device)
-
-        def take(tensor: torch.Tensor | None) -> torch.Tensor | None:
-            return None if tensor is None else tensor.index_select(0, rows.flatten()).unflatten(0, rows.shape)
-
-        return take(weight), take(bias)
+        """The stacked q/k/v weights of each row of `heads` (`[tasks, H]`): `[tasks, 3 * H * head_dim, d_model]` (bias
+        `[tasks, 3 * H * head_dim]`)."""
+        projections = (self.q_proj, self.k_proj, self.v_proj)
+        rows = self._task_rows(heads, self.q_proj.weight.device)
+        bias = None if self.q_proj.bias is None else _task_rows_of(tuple(p.bias for p in projections), rows)
+        return _task_rows_of(tuple(p.weight for p in projections), rows), bias
 
     def _task_rows(self, heads: torch.LongTensor, device: torch.device) -> torch.LongTensor:
         """`[tasks, 3 * H * head_dim]`: the rows of the stacked q/k/v weights of each row of `heads`, slot by slot."""
@@ -232,7 +291,7 @@ class HeadSelectionAttentionMixin:
         rather than in every call."""
         def compute():
             heads = self._layer_choice(None, device, prepared)[0]
-            weight, bias = self._task_weights(heads[task : task + 1])[0]
+            weight, bias = self._task_weights(heads[task])
             return {part: self._part_rows(weight, bias, part, self.num_heads) for part in PARTS}
 
         return self._eval_cached(task, compute, prepared)
@@ -312,31 +371,12 @@ class HeadSelectionAttentionMixin:
                 weight, bias = self._task_weight_stack(heads[route.task_index])
                 weights = self._batched_weights(weight.transpose(1, 2), bias)
             return partial(self._project_batched, route=route, weights=weights), gates
-        weights = self._weights_by_task(route, heads, states.device, prepared)
-        return partial(self._project_grouped, route=route, weights=weights), gates
-
-    def _weights_by_task(self, route: TaskRoute, heads: torch.LongTensor | None, device: torch.device,
-                         prepared: dict | None = None) -> Callable:
-        """`(task, part)` -> the weight and bias rows of `part` of the task's heads: from the cache (`heads=None`),
-        or gathered for every task of `route` at once from `heads` (`[tasks, H]`)."""
         if heads is None:  # no autograd: the cached rows of each task
-            return lambda task, part: self._cached_task_weights(task, device, prepared)[part]
+            cached = partial(self._cached_task_weights, device=states.device, prepared=prepared)
+            return partial(self._project_grouped, route=route, weights=lambda task, part: cached(task)[part]), gates
         first = route.tasks[0]
         present = heads[first : first + 1] if route.task_index is None else heads[route.task_index]
-        stacked = dict(zip(route.tasks, self._task_weights(present)))
-        parts = {}
-
-        def weights(task: int, part: str) -> tuple:
-            if part == "qkv":
-                return stacked[task]
-            if task not in parts:  # q and kv as the two outputs of one split: its backward is one cat, no zeros
-                weight, bias = stacked[task]
-                sizes = self._q_kv_sizes()
-                parts[task] = dict(zip(("q", "kv"), zip(weight.split(sizes), bias.split(sizes) if bias is not None
-                                                        else (None, None))))
-            return parts[task][part]
-
-        return weights
+        return partial(self._project_grouped, route=route, rows=self._task_rows(present, states.device)), gates
 
     def _batched_weights(self, weight: torch.Tensor, bias: torch.Tensor | None) -> dict:
         """`{part: (weight, bias)}` of stacked task rows, for [`_project_batched`]: `weight` `[tasks, d_model, rows]`
@@ -416,12 +456,24 @@ class HeadSelectionAttentionMixin:
         start, stop = self._part_span(part, heads)
         return weight[start:stop], None if bias is None else bias[start:stop]
 
-    def _project_grouped(self, x: torch.Tensor, part: str, route: TaskRoute, weights: Callable[[int, str], tuple]):
-        """`x @ W_task^T + b_task` on the rows of `part`, one matmul per task present in the batch."""
-        def project(task: int, examples: torch.Tensor) -> torch.Tensor:
-            return F.linear(examples, *weights(task, part))
-
-        return self._split_heads(route.per_task(x, project))
+    def _project_grouped(self, x: torch.Tensor, part: str, route: TaskRoute,
+                         weights: Callable[[int, str], tuple] | None = None, rows: torch.LongTensor | None = None):
+        """`x @ W_task^T + b_task` on the rows of `part`, one matmul per task present in the batch: the rows cached for
+        evaluation (`weights(task, part)`: weight and bias), or the rows `rows` (`[tasks present, 3 * H * head_dim]`,
+        see [`_task_rows`]) of the projections, gathered by [`TaskRowsLinear`] (which keeps no gathered weights for
+        the backward pass)."""
+        if rows is None:
+            return self._split_heads(route.per_task(x, lambda task, examples: F.linear(examples, *weights(task, part))))
+        first = PARTS[part][0]
+        projections = (self.q_proj, self.k_proj, self.v_proj)[first : PARTS[part][1]]
+        # the columns of `part`, as rows of its own projections stacked
+        rows = rows[:, slice(*self._part_span(part, self.num_heads))] - first * self.q_proj.out_features
+        params = [p.weight for p in projections] + ([] if self.q_proj.bias is None else [p.bias for p in projections])
+        # traced: autograd's own graph, whose gathers the compiler's partitioner recomputes in the backward pass as
+        # it sees fit
+        linear = _task_rows_linear if is_compiling() else TaskRowsLinear.apply
+        return self._split_heads(route.by_task(
+            x, lambda examples: linear(examples, rows, route.sizes, len(projections), *params)))
 
     def _project_rows(self, x: torch.Tensor, part: str, rows: dict):
         """`x @ W^T + b` on one task's rows of `part` (`rows`: `{part: (weight, bias)}`), the whole batch at once."""

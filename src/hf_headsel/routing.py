@@ -160,10 +160,16 @@ class TaskRoute:
                 mask = (self.ids == task).view(-1, *(1,) * (out.dim() - 1))
                 result = out if result is None else torch.where(mask, out, result)
             return result
+        return self.by_task(states, lambda examples: torch.cat(
+            [fn(task, part) for task, part in zip(self.tasks, examples.split(self.sizes))]))
+
+    def by_task(self, states: torch.Tensor, fn: Callable[[torch.Tensor], torch.Tensor]) -> torch.Tensor:
+        """`fn(examples)` on the rows of `states` laid out task by task (the examples of `tasks[i]` side by side,
+        `sizes[i]` of them, in the order of `tasks`), its result put back in batch order: one sort and one unsort,
+        none where the batch is laid out so already (a known layout only)."""
         if self.order is None:  # each task's examples side by side: slices, no gather or scatter
-            return torch.cat([fn(task, part) for task, part in zip(self.tasks, states.split(self.sizes))])
-        parts = states.index_select(0, self.order).split(self.sizes)
-        return torch.cat([fn(task, part) for task, part in zip(self.tasks, parts)]).index_select(0, self.inverse)
+            return fn(states)
+        return fn(states.index_select(0, self.order)).index_select(0, self.inverse)
 
 
 def permutation(order: Sequence[int], device: torch.device) -> tuple[torch.LongTensor, torch.LongTensor]:
