@@ -417,6 +417,26 @@ def test_gradient_checkpointing_gives_the_gradients_of_an_unchecked_run(family, 
         torch.testing.assert_close(checked_grads[name], grads[name], msg=lambda m: f"{name}: {m}")
 
 
+@pytest.mark.parametrize("ids", list(IDS))
+def test_torch_func_grad_gives_the_autograd_gradients(family, ids):
+    """`torch.func.grad` over `functional_call`, as with the stock model: every gradient equals `backward()`'s (the
+    grouped projection's own backward pass, `TaskRowsLinear`, sets up its context apart, as `torch.func` needs)."""
+    model = build(family, 2, head_selection_kl_weight=0.5).train()
+    parameters = {name: p for name, p in model.named_parameters() if p.requires_grad}
+    inputs = dict(**family.inputs(), labels=family.labels(), **IDS[ids])
+
+    def loss(params):
+        seed_everything(11)
+        return torch.func.functional_call(model, params, (), inputs).loss
+
+    grads = torch.func.grad(loss)(parameters)
+    loss(parameters).backward()
+    assert any(name.startswith("head_selection.") for name in grads)
+    for name, parameter in parameters.items():
+        expected = torch.zeros_like(parameter) if parameter.grad is None else parameter.grad
+        torch.testing.assert_close(grads[name], expected, msg=lambda m: f"{name}: {m}")
+
+
 @pytest.mark.parametrize("variant", ["base_model", "adapters", "every_second_layer"])
 def test_reentrant_checkpointing_variants_give_unchecked_gradients(family, variant):
     base = variant == "base_model"

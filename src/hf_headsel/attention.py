@@ -81,11 +81,16 @@ class TaskRowsLinear(torch.autograd.Function):
     gradient, as autocast's `F.linear` did), and the backward pass is itself differentiable."""
 
     @staticmethod
-    def forward(ctx, x: torch.Tensor, rows: torch.LongTensor, sizes: tuple[int, ...], num_weights: int,
+    def forward(x: torch.Tensor, rows: torch.LongTensor, sizes: tuple[int, ...], num_weights: int,
                 *params: torch.Tensor) -> torch.Tensor:
+        return _task_rows_linear(x, rows, sizes, num_weights, *params)
+
+    @staticmethod
+    def setup_context(ctx, inputs: tuple, output: torch.Tensor) -> None:
+        # a separate context set-up: what `torch.func` transforms (grad, jacrev, ...) need of a custom function
+        x, rows, sizes, num_weights, *params = inputs
         ctx.save_for_backward(x, rows, *params)
         ctx.sizes, ctx.num_weights = sizes, num_weights
-        return _task_rows_linear(x, rows, sizes, num_weights, *params)
 
     @staticmethod
     def backward(ctx, grad: torch.Tensor):
