@@ -162,12 +162,16 @@ class HeadSelectionAttentionMixin:
 
     # ---- weights ----------------------------------------------------------------------------------------------
 
+    def _projections(self, part: str = "qkv") -> tuple[nn.Linear, ...]:
+        """The projections (`q_proj`, `k_proj`, `v_proj`) whose rows make up `part` of [`PARTS`]."""
+        start, stop = PARTS[part]
+        return (self.q_proj, self.k_proj, self.v_proj)[start:stop]
+
     def _stacked_weights(self, part: str = "qkv") -> tuple[torch.Tensor, torch.Tensor | None]:
         """The weights (and biases) of `part` of all `H'` candidates stacked: `[3 * H' * head_dim, d_model]` for
         q, k and v. Built from the projections themselves (not sliced from all three): a slice would cost a
         zero-filled copy of the whole stack in the backward pass."""
-        start, stop = PARTS[part]
-        projections = (self.q_proj, self.k_proj, self.v_proj)[start:stop]
+        projections = self._projections(part)
         if len(projections) == 1:
             return projections[0].weight, projections[0].bias
         bias = None if self.q_proj.bias is None else torch.cat([p.bias for p in projections])
@@ -182,7 +186,7 @@ class HeadSelectionAttentionMixin:
     def _task_weight_stack(self, heads: torch.LongTensor) -> tuple[torch.Tensor, torch.Tensor | None]:
         """The stacked q/k/v weights of each row of `heads` (`[tasks, H]`): `[tasks, 3 * H * head_dim, d_model]` (bias
         `[tasks, 3 * H * head_dim]`)."""
-        projections = (self.q_proj, self.k_proj, self.v_proj)
+        projections = self._projections()
         rows = self._task_rows(heads, self.q_proj.weight.device)
         bias = None if self.q_proj.bias is None else _task_rows_of(tuple(p.bias for p in projections), rows)
         return _task_rows_of(tuple(p.weight for p in projections), rows), bias
@@ -469,10 +473,9 @@ class HeadSelectionAttentionMixin:
         the backward pass)."""
         if rows is None:
             return self._split_heads(route.per_task(x, lambda task, examples: F.linear(examples, *weights(task, part))))
-        first = PARTS[part][0]
-        projections = (self.q_proj, self.k_proj, self.v_proj)[first : PARTS[part][1]]
+        projections = self._projections(part)
         # the columns of `part`, as rows of its own projections stacked
-        rows = rows[:, slice(*self._part_span(part, self.num_heads))] - first * self.q_proj.out_features
+        rows = rows[:, slice(*self._part_span(part, self.num_heads))] - PARTS[part][0] * self.q_proj.out_features
         params = [p.weight for p in projections] + ([] if self.q_proj.bias is None else [p.bias for p in projections])
         # traced: autograd's own graph, whose gathers the compiler's partitioner recomputes in the backward pass as
         # it sees fit
