@@ -342,6 +342,36 @@ def test_projection_ab_times_the_stock_model_and_each_projection_of_a_mixed_batc
     assert "batched / gathered: paired median" in capsys.readouterr().out
 
 
+def test_read_floor_ab_times_a_stock_model_reading_every_candidates_rows(capsys):
+    import read_floor_ab
+
+    measurement = read_floor_ab.main(["--quick", "--repeats", "1", "--family", "speech_to_text"])
+    assert measurement.name == "generate greedy, mixed-task"
+    assert set(measurement.seconds) == {"stock", "stock_wide", "headsel"}
+    assert all(len(seconds) == 1 for seconds in measurement.seconds.values())
+    assert "headsel / stock_wide: paired median" in capsys.readouterr().out
+
+
+def test_wide_stock_model_reads_twice_the_rows_and_gives_the_stock_outputs():
+    import read_floor_ab
+
+    cfg = overhead.BenchConfig(**overhead.QUICK)
+    stock = overhead.build_models(cfg, torch.device("cpu"), torch.float32, ("stock",))["stock"]
+    wide = read_floor_ab.widened(stock, 2)
+    stock_layers = [m for m in stock.modules() if hasattr(m, "q_proj")]
+    wide_layers = [m for m in wide.modules() if hasattr(m, "q_proj")]
+    assert len(wide_layers) == len(stock_layers) > 0
+    for stock_layer, wide_layer in zip(stock_layers, wide_layers):
+        for name in read_floor_ab.PROJECTIONS:
+            linear, wide_linear = getattr(stock_layer, name), getattr(wide_layer, name)
+            assert wide_linear.weight.shape == (2 * linear.out_features, linear.in_features)
+            x = torch.randn(3, 5, linear.in_features)
+            torch.testing.assert_close(wide_linear(x), linear(x), rtol=1e-6, atol=1e-6)
+    inputs, _ = overhead.make_inputs(cfg, 2, True, torch.device("cpu"), labels=False)
+    with torch.no_grad():
+        torch.testing.assert_close(wide(**inputs).logits, stock(**inputs).logits, rtol=1e-5, atol=1e-5)
+
+
 def test_revision_ab_times_the_stock_model_an_earlier_revision_and_the_checkout(capsys):
     import revision_ab
     from transformers import AutoConfig

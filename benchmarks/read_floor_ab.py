@@ -1,0 +1,95 @@
+# Copyright 2026 The hf-headsel authors. Licensed under the Apache License, Version 2.0.
+"""What reading the q/k/v rows of every candidate head costs the stock model: the floor under a mixed-task batch.
+
+A decoding step whose batch mixes tasks must read the query/key/value weight rows of every candidate head that some
+task present selects: with a few tasks choosing `H` of `H' = 2H`, nearly all of them, `H'/H` times the stock model's
+q/k/v bytes. The *wide stock* model reads exactly that much and does nothing else: each q/k/v projection of every
+attention layer holds `H' * head_dim` rows (the stock rows first), projects onto all of them and keeps the stock
+rows, so its outputs are the stock model's (checked before timing) and its only extra work is the extra rows, with
+none of head selection's routing, caches or gathers. Timed beside the stock model and head selection (`auto`) by
+`overhead.py`'s method (interleaved rounds, the order rotating) on the mixed-task batch of one of its
+measurements, every component selecting. Head selection / wide stock near 1 means that what a mixed batch costs
+over the stock model is the weights it has to read, not the code around them.
+
+    python benchmarks/read_floor_ab.py --family marian --measurement "generate greedy" --repeats 30
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+import overhead
+
+PROJECTIONS = ("q_proj", "k_proj", "v_proj")
+
+
+class WideLinear(nn.Module):
+    """`linear` reading `factor` times its rows: the stock rows, then `factor - 1` times as many more (random, zero
+    bias); projects onto all of them and returns the stock rows' outputs."""
+
+    def __init__(self, linear: nn.Linear, factor: int):
+        super().__init__()
+        rows = [linear.weight.detach()] + [torch.randn_like(linear.weight) * 0.02 for _ in range(factor - 1)]
+        self.weight = nn.Parameter(torch.cat(rows))
+        self.bias = None if linear.bias is None else nn.Parameter(
+            torch.cat([linear.bias.detach(), linear.bias.new_zeros((factor - 1) * linear.out_features)]))
+        self.out_features = linear.out_features
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return F.linear(x, self.weight, self.bias)[..., : self.out_features]
+
+
+def widened(model: nn.Module, factor: int) -> nn.Module:
+    """A copy of the stock `model` whose attention layers' q/k/v projections are [`WideLinear`]s."""
+    wide = copy.deepcopy(model)
+    for module in list(wide.modules()):
+        if all(isinstance(getattr(module, name, None), nn.Linear) for name in PROJECTIONS):
+            for name in PROJECTIONS:
+                setattr(module, name, WideLinear(getattr(module, name), factor))
+    return wide
+
+
+def same_output(a, b) -> bool:
+    """Token ids equal, or floating-point outputs (logits, a loss) equal up to the kernels' rounding."""
+    return torch.equal(a, b) if not a.is_floating_point() else torch.allclose(a, b, rtol=1e-5, atol=1e-5)
+
+
+def main(argv: list[str] | None = None) -> overhead.Measurement:
+    """Time the stock model, the wide stock model and head selection on one mixed-task measurement; print and
+    return it."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--measurement", default="generate greedy", choices=overhead.MEASUREMENTS)
+    overhead.add_ab_arguments(parser, threads=1, repeats=30)
+    args = parser.parse_args(argv)
+    cfg = overhead.ab_config(args)
+    device = torch.device("cpu")
+    models = overhead.build_models(cfg, device, torch.float32, ("stock", "headsel"))
+    models["stock_wide"] = widened(models["stock"], cfg.total_heads // cfg.heads)
+    train_models = {name: copy.deepcopy(model) for name, model in models.items()}
+    # the wide model takes the stock model's inputs (no task ids): it is timed under the stock system's name
+    calls = overhead.measurement_calls(cfg, models, train_models, True, device)[args.measurement]
+    wide = {"stock": models["stock_wide"]}
+    calls["stock_wide"] = overhead.measurement_calls(
+        cfg, wide, {"stock": train_models["stock_wide"]}, True, device)[args.measurement]["stock"]
+    if args.measurement != "train step" and not same_output(calls["stock"](), calls["stock_wide"]()):
+        raise AssertionError("the wide stock model's outputs differ from the stock model's")
+    systems = {system: calls[system] for system in ("stock", "stock_wide", "headsel")}
+    name = overhead.measurement_name(True, args.measurement, cfg)
+    measurement = overhead.Measurement(name, None, {system: [] for system in systems})
+    overhead.run_measurement(measurement, systems, cfg, device)
+    print(f"{overhead.model_summary(cfg)}; {name}; {args.threads} thread(s), {cfg.repeats} interleaved rounds; "
+          f"stock_wide reads {cfg.total_heads // cfg.heads}x the stock q/k/v rows (outputs checked equal)")
+    print("\n".join(overhead.ratio_lines(measurement)))
+    for system in ("stock_wide", "headsel"):
+        print(overhead.paired(measurement.seconds, system, "stock"))
+    print(overhead.paired(measurement.seconds, "headsel", "stock_wide"))
+    return measurement
+
+
+if __name__ == "__main__":
+    main()
