@@ -617,6 +617,14 @@ def paired(seconds: dict, system: str, reference: str) -> str:
     return f"{system} / {reference}: paired median {format_paired(paired_ratio(seconds, system, reference))}"
 
 
+def ab_report(measurement: Measurement, cfg: BenchConfig, threads: int, about: str,
+              pairs: list[tuple[str, str]]) -> str:
+    """An A/B script's report: the model and run (`about`: what was measured), each system's median and ratio to the
+    stock model ([`ratio_lines`]), then the paired ratio of each `(system, reference)` in `pairs`."""
+    title = f"{model_summary(cfg)}; {about}; {threads} thread(s), {cfg.repeats} interleaved rounds"
+    return "\n".join([title, *ratio_lines(measurement), *(paired(measurement.seconds, *pair) for pair in pairs)])
+
+
 def format_table(results: list[Measurement]) -> str:
     """A markdown table: each system's median (min) ms and its ratio to the stock model, head selection's paired
     ratio to it ([`paired_ratio`]), the target (of the ratio of medians), met or not."""

@@ -45,12 +45,8 @@ def main(argv: list[str] | None = None) -> overhead.Measurement:
     name = overhead.measurement_name(True, args.measurement, cfg)
     measurement = overhead.Measurement(name, None, {system: [] for system in systems})
     overhead.run_measurement(measurement, systems, cfg, device)
-    print(f"{overhead.model_summary(cfg)}; {name}; {args.threads} thread(s), {cfg.repeats} interleaved rounds")
-    print("\n".join(overhead.ratio_lines(measurement)))
-    for mode in args.modes:
-        print(overhead.paired(measurement.seconds, mode, "stock"))
-    for mode in args.modes[1:]:
-        print(overhead.paired(measurement.seconds, mode, args.modes[0]))
+    pairs = [(mode, "stock") for mode in args.modes] + [(mode, args.modes[0]) for mode in args.modes[1:]]
+    print(overhead.ab_report(measurement, cfg, args.threads, name, pairs))
     return measurement
 
 

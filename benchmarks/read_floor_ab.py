@@ -82,12 +82,9 @@ def main(argv: list[str] | None = None) -> overhead.Measurement:
     name = overhead.measurement_name(True, args.measurement, cfg)
     measurement = overhead.Measurement(name, None, {system: [] for system in systems})
     overhead.run_measurement(measurement, systems, cfg, device)
-    print(f"{overhead.model_summary(cfg)}; {name}; {args.threads} thread(s), {cfg.repeats} interleaved rounds; "
-          f"stock_wide reads {cfg.total_heads // cfg.heads}x the stock q/k/v rows (outputs checked equal)")
-    print("\n".join(overhead.ratio_lines(measurement)))
-    for system in ("stock_wide", "headsel"):
-        print(overhead.paired(measurement.seconds, system, "stock"))
-    print(overhead.paired(measurement.seconds, "headsel", "stock_wide"))
+    about = f"{name}; stock_wide reads {cfg.total_heads // cfg.heads}x the stock q/k/v rows (outputs checked equal)"
+    print(overhead.ab_report(measurement, cfg, args.threads, about,
+                             [("stock_wide", "stock"), ("headsel", "stock"), ("headsel", "stock_wide")]))
     return measurement
 
 

@@ -83,11 +83,8 @@ def measure(cfg: overhead.BenchConfig, args: argparse.Namespace) -> overhead.Mea
     name = overhead.measurement_name(args.mixed, args.measurement, cfg)
     measurement = overhead.Measurement(name, None, {system: [] for system in systems})
     overhead.run_measurement(measurement, systems, cfg, device)
-    print(f"{overhead.model_summary(cfg)}; {name}; earlier = {args.rev}, headsel = the checkout; "
-          f"{args.threads} thread(s), {cfg.repeats} interleaved rounds")
-    print("\n".join(overhead.ratio_lines(measurement)))
-    for system, reference in (("earlier", "stock"), ("headsel", "stock"), ("headsel", "earlier")):
-        print(overhead.paired(measurement.seconds, system, reference))
+    print(overhead.ab_report(measurement, cfg, args.threads, f"{name}; earlier = {args.rev}, headsel = the checkout",
+                             [("earlier", "stock"), ("headsel", "stock"), ("headsel", "earlier")]))
     return measurement
 
 
