@@ -53,8 +53,9 @@ def _task_rows_of(tensors: tuple[torch.Tensor, ...], rows: torch.LongTensor) -> 
 def _rows_grad(values: torch.Tensor, rows: torch.LongTensor, like: tuple[torch.Tensor, ...]) -> tuple:
     """The gradients of `like` (stacked) given `values` (`[tasks, R, ...]`) for their rows `rows`: summed where tasks
     share a row, zero where no task took it."""
-    stacked = values.new_zeros(sum(t.shape[0] for t in like), *values.shape[2:], dtype=like[0].dtype)
-    summed = stacked.index_add(0, rows.flatten(), values.flatten(0, 1).to(stacked.dtype))
+    summed = values.new_zeros(sum(t.shape[0] for t in like), *values.shape[2:], dtype=like[0].dtype)
+    # in place: the zeros are this function's own (an out-of-place add would copy the whole stack once more)
+    summed.index_add_(0, rows.flatten(), values.flatten(0, 1).to(summed.dtype))
     return summed.split([t.shape[0] for t in like])
 
 
