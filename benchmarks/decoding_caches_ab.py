@@ -45,8 +45,7 @@ def main(argv: list[str] | None = None) -> list[overhead.Measurement]:
         for mixed in (False, True):
             calls = overhead.measurement_calls(cfg, models, models, mixed, device)["generate greedy"]
             name = overhead.measurement_name(mixed, "generate greedy", cfg)
-            measurement = overhead.Measurement(name, None, {system: [] for system in SYSTEMS})
-            measurements.append(overhead.run_measurement(measurement, calls, cfg, device))
+            measurements.append(overhead.time_systems(name, {s: calls[s] for s in SYSTEMS}, cfg, device))
     print(f"{overhead.model_summary(cfg)}, compiled, {args.threads} thread(s), {cfg.repeats} interleaved rounds")
     for measurement in measurements:
         print(measurement.name)

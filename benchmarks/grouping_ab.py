@@ -36,8 +36,7 @@ def main(argv: list[str] | None = None) -> overhead.Measurement:
         return run
 
     systems = {"stock": calls["stock"], **{name: with_grouping(flag) for name, flag in GROUPING.items()}}
-    measurement = overhead.Measurement("train step, mixed-task", None, {name: [] for name in systems})
-    overhead.run_measurement(measurement, systems, cfg, device)
+    measurement = overhead.time_systems("train step, mixed-task", systems, cfg, device)
     print(f"{args.family}, train step, mixed-task, {args.threads} thread(s), {cfg.repeats} interleaved rounds")
     print("\n".join(overhead.ratio_lines(measurement)))
     return measurement

@@ -598,6 +598,21 @@ def ab_config(args: argparse.Namespace, **fields) -> BenchConfig:
     return replace(cfg, **{**(QUICK if args.quick else {}), "repeats": args.repeats})
 
 
+def ab_calls(cfg: BenchConfig, measurement: str, device: torch.device) -> tuple[dict, dict]:
+    """An A/B script's stock and head-selection models and their calls of `measurement` (a key of
+    [`measurement_calls`]) on its mixed-task batch; a training step trains copies of the models."""
+    models = build_models(cfg, device, torch.float32, ("stock", "headsel"))
+    train_models = {name: copy.deepcopy(model) for name, model in models.items()}
+    return models, measurement_calls(cfg, models, train_models, True, device)[measurement]
+
+
+def time_systems(name: str, systems: dict[str, Callable[[], object]], cfg: BenchConfig,
+                 device: torch.device) -> Measurement:
+    """The measurement `name` of `systems` (`{system: call}`, the stock model among them), timed by
+    [`run_measurement`] (no target: an A/B script's)."""
+    return run_measurement(Measurement(name, None, {system: [] for system in systems}), systems, cfg, device)
+
+
 def paired_ratio(seconds: dict, system: str, reference: str, resamples: int = 2000) -> tuple[float, float, float]:
     """`(median, low, high)`: the median of the per-round ratios `system / reference` (the rounds are interleaved,
     so each ratio compares two calls made moments apart: steadier than a ratio of medians on a noisy host) and its

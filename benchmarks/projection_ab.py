@@ -10,7 +10,6 @@ of medians, each mode's per-round ratio to the stock model and to the first mode
 from __future__ import annotations
 
 import argparse
-import copy
 
 import torch
 
@@ -38,13 +37,10 @@ def main(argv: list[str] | None = None) -> overhead.Measurement:
     args = parser.parse_args(argv)
     cfg = overhead.ab_config(args)
     device = torch.device("cpu")
-    models = overhead.build_models(cfg, device, torch.float32, ("stock", "headsel"))
-    train_models = {name: copy.deepcopy(model) for name, model in models.items()}
-    calls = overhead.measurement_calls(cfg, models, train_models, True, device)[args.measurement]
+    _, calls = overhead.ab_calls(cfg, args.measurement, device)
     systems = {"stock": calls["stock"], **{mode: in_mode(calls["headsel"], mode) for mode in args.modes}}
     name = overhead.measurement_name(True, args.measurement, cfg)
-    measurement = overhead.Measurement(name, None, {system: [] for system in systems})
-    overhead.run_measurement(measurement, systems, cfg, device)
+    measurement = overhead.time_systems(name, systems, cfg, device)
     pairs = [(mode, "stock") for mode in args.modes] + [(mode, args.modes[0]) for mode in args.modes[1:]]
     print(overhead.ab_report(measurement, cfg, args.threads, name, pairs))
     return measurement

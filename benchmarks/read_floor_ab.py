@@ -68,9 +68,7 @@ def main(argv: list[str] | None = None) -> overhead.Measurement:
     args = parser.parse_args(argv)
     cfg = overhead.ab_config(args)
     device = torch.device("cpu")
-    models = overhead.build_models(cfg, device, torch.float32, ("stock", "headsel"))
-    train_models = {name: copy.deepcopy(model) for name, model in models.items()}
-    calls = overhead.measurement_calls(cfg, models, train_models, True, device)[args.measurement]
+    models, calls = overhead.ab_calls(cfg, args.measurement, device)
     # the wide model takes the stock model's inputs (no task ids): its calls are built as the stock system's
     wide = widened(models["stock"], cfg.total_heads // cfg.heads)
     calls["stock_wide"] = overhead.measurement_calls(
@@ -80,8 +78,7 @@ def main(argv: list[str] | None = None) -> overhead.Measurement:
         raise AssertionError("the wide stock model's outputs differ from the stock model's")
     systems = {system: calls[system] for system in ("stock", "stock_wide", "headsel")}
     name = overhead.measurement_name(True, args.measurement, cfg)
-    measurement = overhead.Measurement(name, None, {system: [] for system in systems})
-    overhead.run_measurement(measurement, systems, cfg, device)
+    measurement = overhead.time_systems(name, systems, cfg, device)
     about = f"{name}; stock_wide reads {cfg.total_heads // cfg.heads}x the stock q/k/v rows (outputs checked equal)"
     print(overhead.ab_report(measurement, cfg, args.threads, about,
                              [("stock_wide", "stock"), ("headsel", "stock"), ("headsel", "stock_wide")]))

@@ -81,8 +81,7 @@ def measure(cfg: overhead.BenchConfig, args: argparse.Namespace) -> overhead.Mea
     systems = overhead.measurement_calls(cfg, models, models, args.mixed, device)[args.measurement]
     systems = {name: systems[name] for name in ("stock", "earlier", "headsel")}
     name = overhead.measurement_name(args.mixed, args.measurement, cfg)
-    measurement = overhead.Measurement(name, None, {system: [] for system in systems})
-    overhead.run_measurement(measurement, systems, cfg, device)
+    measurement = overhead.time_systems(name, systems, cfg, device)
     print(overhead.ab_report(measurement, cfg, args.threads, f"{name}; earlier = {args.rev}, headsel = the checkout",
                              [("earlier", "stock"), ("headsel", "stock"), ("headsel", "earlier")]))
     return measurement
