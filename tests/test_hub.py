@@ -102,8 +102,9 @@ def test_model_card_metadata_and_sections(tmp_path):
     heatmap.parent.mkdir()
     heatmap.write_bytes(tiny_png())
     metrics = {"eval_bleu": 20.0, "eval_bleu_en-fr": 21.5, "eval_bleu_de-it": 18.25, "eval_loss": 2.0}
+    repo_id = "me/mt-headsel"  # only written into the card's usage snippets: nothing is uploaded or downloaded
     path = write_model_card(
-        tmp_path / "model", model, metrics, repo_id="me/mt-headsel", dataset_name="Europarl-ST",
+        tmp_path / "model", model, metrics, repo_id=repo_id, dataset_name="Europarl-ST",
         dataset_id="europarl_st", base_model="Helsinki-NLP/opus-mt-en-de", heatmap_path=heatmap,
         training_args={"learning_rate": 5e-4, "max_steps": 1000, "callbacks": object()},
     )
@@ -119,8 +120,8 @@ def test_model_card_metadata_and_sections(tmp_path):
     assert all(r.dataset_name == "Europarl-ST" and r.task_type == "translation" for r in data.eval_results)
 
     text = card.text
-    assert 'AutoModelForSeq2SeqLM.from_pretrained("me/mt-headsel", trust_remote_code=True, task="fr")' in text
-    assert 'pipeline("translation", model="me/mt-headsel"' in text and '{"decoder_task": "fr"}' in text
+    assert f'AutoModelForSeq2SeqLM.from_pretrained("{repo_id}", trust_remote_code=True, task="fr")' in text
+    assert f'pipeline("translation", model="{repo_id}"' in text and '{"decoder_task": "fr"}' in text
     assert "| validation | en-fr | 21.50 |" in text
     assert "![Heads shared between tasks](head_sharing.png)" in text
     assert (tmp_path / "model" / "head_sharing.png").read_bytes() == heatmap.read_bytes()
@@ -243,23 +244,24 @@ def test_push_cli_with_hf_endpoint(tmp_path):
     """`training/push_to_hub.py` in a fresh process, pointed at the recording Hub with `HF_ENDPOINT`; the folder has
     no card, so the tool writes one (with the Trainer's scores) before uploading."""
     folder, _ = saved_folder(tmp_path)
+    repo_id = "me/cli-model"  # a repository of the recording Hub (below), not of the real one
     (folder / "all_results.json").write_text(json.dumps({"eval_bleu": 17.0, "eval_bleu_de-it": 16.0}))
     env = {key: value for key, value in os.environ.items() if key not in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")}
     with RecordingHub() as hub:
         env.update(HF_ENDPOINT=hub.url, HF_TOKEN="hf_fake", HF_HUB_DISABLE_XET="1", NO_PROXY="127.0.0.1",
                    HF_HOME=str(tmp_path / "hf_home"))
         completed = subprocess.run(
-            [sys.executable, str(ROOT / "training" / "push_to_hub.py"), str(folder), "me/cli-model",
+            [sys.executable, str(ROOT / "training" / "push_to_hub.py"), str(folder), repo_id,
              "--dataset_name", "Europarl-ST"],
             capture_output=True, text=True, env=env, timeout=180,
         )
         assert completed.returncode == 0, completed.stderr[-3000:]
         assert hub.errors == []
         files = hub.files()
-    assert completed.stdout.strip().splitlines()[-1].startswith(f"{hub.url}/me/cli-model/commit/")
+    assert completed.stdout.strip().splitlines()[-1].startswith(f"{hub.url}/{repo_id}/commit/")
     assert REMOTE_CODE | {"README.md", "config.json", "model.safetensors", "all_results.json"} <= set(files)
     assert not {name for name in files if name.startswith(("checkpoint-", "runs/")) or name == "optimizer.pt"}
     card = ModelCard(files["README.md"].decode())
     assert {(r.dataset_config, r.metric_value) for r in card.data.eval_results} == {(None, 17.0), ("de-it", 16.0)}
-    assert 'from_pretrained("me/cli-model", trust_remote_code=True' in card.text
+    assert f'from_pretrained("{repo_id}", trust_remote_code=True' in card.text
     assert files["model.safetensors"] == (folder / "model.safetensors").read_bytes()
