@@ -398,3 +398,58 @@ def test_the_paired_ratio_compares_each_round_with_its_own_stock_call():
     assert measurement.ratio("headsel") == pytest.approx(2.2)  # ratio of medians: fooled by the drift
     header, _, row = overhead.format_table([measurement]).splitlines()
     assert "headsel / stock, paired [95%]" in header and " 1.100 [1.100, 1.100] | <= 1.15 | NO |" in row
+
+
+def write_demo_run(folder: Path, seed: int, group_loss: float, shared_loss: float, changed: bool) -> None:
+    """A finished `headsel-demo` folder as the demo writes it: scores of both systems, analysis and selection log."""
+    from hf_headsel.analysis import ANALYSIS_NAME, SELECTION_LOG_NAME
+
+    def system(bleu, chrf):
+        return {"average": {"bleu": bleu}, "per_task": {}}, {"chrf": chrf, "chrf_pooled": chrf + 1,
+                                                              "chrf_en-es": chrf, "degenerate": 0.01 * seed}
+
+    (folder / "shared_baseline").mkdir(parents=True)
+    (group, group_quality), (shared, shared_quality) = system(5.0 + seed, 20.0), system(5.0, 19.0 + seed)
+    (folder / "metrics.json").write_text(json.dumps({"metric": "bleu", "group": group, "shared": shared,
+                                                     "prediction_quality": {"group": group_quality,
+                                                                            "shared": shared_quality}}))
+    (folder / "predict_results.json").write_text(json.dumps({"predict_loss": group_loss}))
+    (folder / "shared_baseline" / "predict_results.json").write_text(json.dumps({"predict_loss": shared_loss}))
+    tasks = ["de", "es", "fr"]  # es-fr: the Romance pair; de-es, de-fr: the others
+    sharing = [[1.0, 0.25, 0.5], [0.25, 1.0, 0.75], [0.5, 0.75, 1.0]]
+    (folder / ANALYSIS_NAME).write_text(json.dumps({"components": {"decoder_self": {"tasks": tasks,
+                                                                                   "sharing": sharing}}}))
+    before = {task: [[0, 1]] for task in tasks}
+    after = {**before, "fr": [[2, 1]] if changed else [[0, 1]]}
+    (folder / SELECTION_LOG_NAME).write_text("\n".join(
+        json.dumps({"step": step, "selections": {"decoder_self": selections}})
+        for step, selections in ((0, before), (10, before), (20, after))) + "\n")
+
+
+def test_demo_seeds_pairs_the_systems_run_by_run_and_reads_what_the_selection_learned(tmp_path, capsys):
+    import demo_seeds
+
+    runs = [tmp_path / "seed1", tmp_path / "seed2"]
+    write_demo_run(runs[0], 1, group_loss=3.5, shared_loss=3.6, changed=True)
+    write_demo_run(runs[1], 2, group_loss=3.7, shared_loss=3.6, changed=False)
+    assert demo_seeds.system_scores(runs[0], "shared") == {
+        "test cross-entropy": 3.6, "BLEU avg": 5.0, "chrF pooled": 21.0, "chrF avg": 20.0,
+        "degenerate outputs (%)": 1.0, "chrF en-es": 20.0}
+    assert demo_seeds.selection_summary(runs[0]) == {
+        "selection choices changed": 1, "last change at step": 20,
+        "decoder_self sharing, Romance pairs": 0.75, "decoder_self sharing, other pairs": 0.375}
+    assert demo_seeds.selection_summary(runs[1])["last change at step"] == 0
+
+    output = tmp_path / "summary.md"
+    demo_seeds.main([str(run) for run in runs] + ["--output", str(output)])
+    report = output.read_text()
+    assert report.strip() == capsys.readouterr().out.strip()
+    # losses: group 3.5 / 3.7, shared 3.6 / 3.6; differences -0.1 / +0.1 (lower is better: group wins once)
+    assert "| test cross-entropy | 3.600 ± 0.141 | 3.600 ± 0.000 | 0.000 ± 0.141 | 1 of 2 |" in report
+    # BLEU: group 6 / 7 against 5 / 5; chrF avg: group 20 / 20 against 20 / 21
+    assert "| BLEU avg | 6.50 ± 0.71 | 5.00 ± 0.00 | 1.50 ± 0.71 | 2 of 2 |" in report
+    assert "| chrF avg | 20.00 ± 0.00 | 20.50 ± 0.71 | -0.50 ± 0.71 | 0 of 2 |" in report
+    assert "| selection choices changed | 0.500 ± 0.707 | 1, 0 |" in report
+    with pytest.raises(SystemExit):
+        demo_seeds.main([str(tmp_path / "missing")])
+    assert "not finished demo runs" in capsys.readouterr().err
