@@ -2,20 +2,23 @@
 """The demo over several seeds: each system's scores and the paired difference (group - shared), mean ± std.
 
     headsel-demo --output_dir outputs/demo_longer/steps1000_seed1 --max_steps 1000 --seed 1   # and seeds 2, 3
-    python benchmarks/demo_seeds.py outputs/demo_longer/steps1000_seed* \\
-        --output benchmarks/results/quality/demo_longer/summary.md
+    python benchmarks/demo_seeds.py outputs/demo_longer/steps1000_seed{1,2,3} \
+        --output benchmarks/results/quality/demo_longer/steps1000.md
 
-Each folder is one finished `headsel-demo` run (its `metrics.json`, the head-selection model's `predict_results.json`,
-`analysis.json` and `head_selection_log.jsonl`, the baseline's in `shared_baseline/`). Both systems of a run start
-from the same checkpoint with the same data, order and seed, so the difference is paired run by run. What the
-table holds:
+Each positional folder is one finished `headsel-demo` run: the head-selection model's recipe run in the folder, the
+shared baseline's in its `shared_baseline/`. Both start from the same checkpoint with the same data, order and seed,
+so the difference is paired run by run. `--group DIR ...` takes the head-selection side from other recipe runs of
+the same seeds instead (a probe with one head-selection flag changed, `headsel-train mt <run_config.json>`), paired
+with the baselines of the positional folders in order. What the report holds:
 
 * test cross-entropy (`predict_loss`, nats per target token; label smoothing and the KL weight are 0 in the demo),
-  BLEU averaged over directions, chrF pooled and averaged, the share of degenerate outputs, chrF per direction;
+  BLEU averaged over directions, chrF pooled and averaged and the share of degenerate outputs (from the run's
+  `generated_predictions.jsonl`, as the demo scores them), chrF per direction;
 * what head selection learned: selection choices changed over training (the Trainer's logged snapshots), the step
   of the last change, and head sharing (the fraction of the `H` selected heads two target languages share, averaged
   over layers) between the Romance languages and between every other pair.
 """
+
 
 from __future__ import annotations
 
@@ -27,8 +30,10 @@ from pathlib import Path
 
 from hf_headsel.analysis import ANALYSIS_NAME, SELECTION_LOG_NAME, read_selection_log, selection_stability
 
-from headsel_recipes.demo import BASELINE_DIR, SYSTEM_TITLES
-from headsel_recipes.results_keys import loss_key, read_results
+from headsel_recipes.demo import BASELINE_DIR, METRIC, SYSTEM_TITLES
+from headsel_recipes.metrics import prediction_quality
+from headsel_recipes.recipe import read_predictions
+from headsel_recipes.results_keys import loss_key, predictions_path, read_results, results_path, score_key
 from quality_tables import mean_std  # benchmarks/ is on the path: the script's folder, or the tests' `pythonpath`
 
 # The demo's related target languages: head selection should let them share more heads than unrelated pairs.
@@ -40,14 +45,14 @@ SCORES = {  # row title -> (format digits, higher is better)
 }
 
 
-def system_scores(run: Path, system: str) -> dict[str, float]:
-    """The scores of one system of one demo run: the rows of `SCORES`, then chrF per direction."""
-    metrics = json.loads((run / "metrics.json").read_text(encoding="utf-8"))
-    quality = metrics["prediction_quality"][system]
-    folder = run if system == "group" else run / BASELINE_DIR
+def system_scores(run: Path) -> dict[str, float]:
+    """The scores of one finished recipe run (one system of one seed): the rows of `SCORES`, then chrF per
+    direction."""
+    results = read_results(run, "predict")
+    quality = prediction_quality(read_predictions(predictions_path(run)))
     scores = {
-        "test cross-entropy": read_results(folder, "predict")[loss_key("predict")],
-        "BLEU avg": metrics[system]["average"][metrics["metric"]],
+        "test cross-entropy": results[loss_key("predict")],
+        "BLEU avg": results[score_key(METRIC, split="predict")],
         "chrF pooled": quality["chrf_pooled"], "chrF avg": quality["chrf"],
         "degenerate outputs (%)": 100 * quality["degenerate"],
     }
@@ -72,10 +77,13 @@ def selection_summary(run: Path) -> dict[str, float]:
     return summary
 
 
-def summary_table(runs: list[Path]) -> str:
-    """A Markdown report: one row per score (group, shared, paired difference), then the selection rows."""
-    scores = {system: [system_scores(run, system) for run in runs] for system in SYSTEMS}
-    lines = [f"{len(runs)} runs: {', '.join(str(run) for run in runs)}; mean ± sample std over them", "",
+def summary_table(group_runs: list[Path], shared_runs: list[Path]) -> str:
+    """A Markdown report of paired runs: one row per score (group, shared, paired difference), then the selection
+    rows of the group runs."""
+    runs = dict(zip(SYSTEMS, (group_runs, shared_runs)))
+    scores = {system: [system_scores(run) for run in runs[system]] for system in SYSTEMS}
+    lines = [f"{len(group_runs)} pairs; group: {', '.join(map(str, group_runs))}; shared: "
+             f"{', '.join(map(str, shared_runs))}; mean ± sample std over the pairs", "",
              "| score | group | shared | group - shared (paired) | group better in |",
              "|---|---:|---:|---:|---:|"]
     for name in scores["group"][0]:
@@ -84,8 +92,8 @@ def summary_table(runs: list[Path]) -> str:
         differences = [g - s for g, s in zip(group, shared)]
         wins = sum(d > 0 if higher_is_better else d < 0 for d in differences)
         lines.append(f"| {name} | {mean_std(group, digits)} | {mean_std(shared, digits)} | "
-                     f"{mean_std(differences, digits)} | {wins} of {len(runs)} |")
-    selections = [selection_summary(run) for run in runs]
+                     f"{mean_std(differences, digits)} | {wins} of {len(differences)} |")
+    selections = [selection_summary(run) for run in group_runs]
     lines += ["", "| head selection (group) | mean ± std | per run |", "|---|---:|---|"]
     for name in selections[0]:
         values = [selection[name] for selection in selections]
@@ -96,12 +104,20 @@ def summary_table(runs: list[Path]) -> str:
 def main(args: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("runs", nargs="+", type=Path, help="finished headsel-demo output folders (one per seed)")
+    parser.add_argument("--group", nargs="+", type=Path,
+                        help="head-selection recipe runs to pair with the runs' baselines instead of their own")
     parser.add_argument("--output", type=Path, help="also write the report to this Markdown file")
     options = parser.parse_args(args)
-    missing = [str(run) for run in options.runs if not (run / "metrics.json").is_file()]
+    group_runs = options.group or options.runs
+    if len(group_runs) != len(options.runs):
+        parser.error(f"--group pairs one run with each demo folder: {len(group_runs)} for {len(options.runs)}")
+    shared_runs = [run / BASELINE_DIR for run in options.runs]
+    missing = [str(run) for run in (*group_runs, *shared_runs)
+               if not (predictions_path(run).is_file() and results_path(run, "predict").is_file())]
     if missing:
-        parser.error(f"not finished demo runs (no metrics.json): {', '.join(missing)}")
-    report = summary_table(options.runs)
+        parser.error(f"not finished runs (no predict_results.json or generated_predictions.jsonl): "
+                     f"{', '.join(missing)}")
+    report = summary_table(group_runs, shared_runs)
     print(report)
     if options.output:
         options.output.parent.mkdir(parents=True, exist_ok=True)

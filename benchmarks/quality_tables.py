@@ -26,7 +26,7 @@ import jiwer
 
 from headsel_recipes.metrics import corpus_chrf, normalize_for_wer, rows_by_group
 from headsel_recipes.recipe import read_predictions
-from headsel_recipes.results_keys import loss_key, read_results, results_path, score_key
+from headsel_recipes.results_keys import loss_key, predictions_path, read_results, results_path, score_key
 
 
 def character_score(rows: list[dict], metric: str) -> dict[str, float]:
@@ -45,7 +45,7 @@ def character_score(rows: list[dict], metric: str) -> dict[str, float]:
 def run_scores(run_folder: Path) -> tuple[str, dict[str, float]] | None:
     """The character metric of one finished run (`"chrF"` or `"CER"`) and its scores `{"loss": ..., "AVG": ...,
     task: ...}`; `None` while the run is not finished."""
-    predictions = run_folder / "generated_predictions.jsonl"
+    predictions = predictions_path(run_folder)
     if not (results_path(run_folder, "predict").exists() and predictions.exists()):
         return None
     metrics = read_results(run_folder, "predict")

@@ -400,21 +400,19 @@ def test_the_paired_ratio_compares_each_round_with_its_own_stock_call():
     assert "headsel / stock, paired [95%]" in header and " 1.100 [1.100, 1.100] | <= 1.15 | NO |" in row
 
 
-def write_demo_run(folder: Path, seed: int, group_loss: float, shared_loss: float, changed: bool) -> None:
-    """A finished `headsel-demo` folder as the demo writes it: scores of both systems, analysis and selection log."""
+def write_recipe_run(folder: Path, loss: float, bleu: float, german: str) -> None:
+    """A finished MT recipe run with its test scores and two predictions: en-es exact, en-de `german` for `Hello`."""
+    folder.mkdir(parents=True)
+    (folder / "predict_results.json").write_text(json.dumps({"predict_loss": loss, "predict_bleu": bleu}))
+    rows = [{"group": "en-es", "reference": "Hola mundo", "prediction": "Hola mundo"},
+            {"group": "en-de", "reference": "Hallo", "prediction": german}]
+    (folder / "generated_predictions.jsonl").write_text("\n".join(json.dumps(row) for row in rows) + "\n")
+
+
+def write_selection_record(folder: Path, changed: bool) -> None:
+    """The analysis and selection log of a head-selection run: three target languages, one choice changed or not."""
     from hf_headsel.analysis import ANALYSIS_NAME, SELECTION_LOG_NAME
 
-    def system(bleu, chrf):
-        return {"average": {"bleu": bleu}, "per_task": {}}, {"chrf": chrf, "chrf_pooled": chrf + 1,
-                                                              "chrf_en-es": chrf, "degenerate": 0.01 * seed}
-
-    (folder / "shared_baseline").mkdir(parents=True)
-    (group, group_quality), (shared, shared_quality) = system(5.0 + seed, 20.0), system(5.0, 19.0 + seed)
-    (folder / "metrics.json").write_text(json.dumps({"metric": "bleu", "group": group, "shared": shared,
-                                                     "prediction_quality": {"group": group_quality,
-                                                                            "shared": shared_quality}}))
-    (folder / "predict_results.json").write_text(json.dumps({"predict_loss": group_loss}))
-    (folder / "shared_baseline" / "predict_results.json").write_text(json.dumps({"predict_loss": shared_loss}))
     tasks = ["de", "es", "fr"]  # es-fr: the Romance pair; de-es, de-fr: the others
     sharing = [[1.0, 0.25, 0.5], [0.25, 1.0, 0.75], [0.5, 0.75, 1.0]]
     (folder / ANALYSIS_NAME).write_text(json.dumps({"components": {"decoder_self": {"tasks": tasks,
@@ -430,11 +428,14 @@ def test_demo_seeds_pairs_the_systems_run_by_run_and_reads_what_the_selection_le
     import demo_seeds
 
     runs = [tmp_path / "seed1", tmp_path / "seed2"]
-    write_demo_run(runs[0], 1, group_loss=3.5, shared_loss=3.6, changed=True)
-    write_demo_run(runs[1], 2, group_loss=3.7, shared_loss=3.6, changed=False)
-    assert demo_seeds.system_scores(runs[0], "shared") == {
-        "test cross-entropy": 3.6, "BLEU avg": 5.0, "chrF pooled": 21.0, "chrF avg": 20.0,
-        "degenerate outputs (%)": 1.0, "chrF en-es": 20.0}
+    for run, group_loss, german in ((runs[0], 3.5, "Hallo"), (runs[1], 3.7, "Hallo")):
+        write_recipe_run(run, group_loss, 6.0 if run == runs[0] else 7.0, german)
+        write_selection_record(run, changed=run == runs[0])
+    write_recipe_run(runs[0] / "shared_baseline", 3.6, 5.0, german="aaaaaaa")  # a degenerate output
+    write_recipe_run(runs[1] / "shared_baseline", 3.6, 5.0, german="Hallo")
+    assert demo_seeds.system_scores(runs[1]) == {
+        "test cross-entropy": 3.7, "BLEU avg": 7.0, "chrF pooled": 100.0, "chrF avg": 100.0,
+        "degenerate outputs (%)": 0.0, "chrF en-de": 100.0, "chrF en-es": 100.0}
     assert demo_seeds.selection_summary(runs[0]) == {
         "selection choices changed": 1, "last change at step": 20,
         "decoder_self sharing, Romance pairs": 0.75, "decoder_self sharing, other pairs": 0.375}
@@ -446,10 +447,18 @@ def test_demo_seeds_pairs_the_systems_run_by_run_and_reads_what_the_selection_le
     assert report.strip() == capsys.readouterr().out.strip()
     # losses: group 3.5 / 3.7, shared 3.6 / 3.6; differences -0.1 / +0.1 (lower is better: group wins once)
     assert "| test cross-entropy | 3.600 ± 0.141 | 3.600 ± 0.000 | 0.000 ± 0.141 | 1 of 2 |" in report
-    # BLEU: group 6 / 7 against 5 / 5; chrF avg: group 20 / 20 against 20 / 21
     assert "| BLEU avg | 6.50 ± 0.71 | 5.00 ± 0.00 | 1.50 ± 0.71 | 2 of 2 |" in report
-    assert "| chrF avg | 20.00 ± 0.00 | 20.50 ± 0.71 | -0.50 ± 0.71 | 0 of 2 |" in report
+    assert "| degenerate outputs (%) | 0.00 ± 0.00 | 25.00 ± 35.36 | -25.00 ± 35.36 | 1 of 2 |" in report
     assert "| selection choices changed | 0.500 ± 0.707 | 1, 0 |" in report
-    with pytest.raises(SystemExit):
-        demo_seeds.main([str(tmp_path / "missing")])
-    assert "not finished demo runs" in capsys.readouterr().err
+
+    # a probe's head-selection runs pair with the demo folders' baselines, in order
+    probe = tmp_path / "probe_seed1"
+    write_recipe_run(probe, 3.4, 6.0, "Hallo")
+    write_selection_record(probe, changed=False)
+    demo_seeds.main([str(runs[0]), "--group", str(probe)])
+    assert "| test cross-entropy | 3.400 ± 0.000 | 3.600 ± 0.000 | -0.200 ± 0.000 | 1 of 1 |" in capsys.readouterr().out
+    for argv, message in (([str(tmp_path / "missing")], "not finished runs"),
+                          ([*map(str, runs), "--group", str(probe)], "pairs one run with each demo folder")):
+        with pytest.raises(SystemExit):
+            demo_seeds.main(argv)
+        assert message in capsys.readouterr().err

@@ -45,7 +45,7 @@ from offline_corpus import LANGUAGES, CorpusConfig, build_corpus
 
 from .metrics import prediction_quality
 from .recipe import RecipeResult, read_predictions, run
-from .results_keys import POOLED, Score, group_scores, read_score, score_key
+from .results_keys import POOLED, Score, group_scores, predictions_path, read_score, score_key
 from .tasks import MT
 from .tokenizer import lang_token
 
@@ -235,7 +235,7 @@ def ship_checkpoint(model_dir: Path, flags: dict, destination: Path = CHECKPOINT
     scored = run_recipe({**scoring, "output_dir": str(destination / "test_scores"), "model_name_or_path":
                          str(destination), "shared_baseline": True, "do_predict": True, "bootstrap_resamples": 0,
                          "disable_tqdm": True, "log_level": "warning"})
-    predictions = destination / "test_scores" / "generated_predictions.jsonl"
+    predictions = predictions_path(destination / "test_scores")
     record = {"recipe": flags, "steps": steps, "predict": scored.metrics["predict"],
               "test_quality": prediction_quality(read_predictions(predictions))}
     (destination / CHECKPOINT_RECORD).write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
@@ -409,10 +409,10 @@ def run_demo(settings: DemoSettings) -> dict:
         "task": "one-to-many MT (en->x), test set of every domain",
         "metric": METRIC,
         "confidence": f"bootstrap 95% intervals, {settings.bootstrap_resamples} resamples of the test sentences",
-        "test_sentences": sentences_per_task(system_dir(settings, "group") / "generated_predictions.jsonl"),
+        "test_sentences": sentences_per_task(predictions_path(system_dir(settings, "group"))),
         **{system: scores_of(results[system].metrics["predict"]) for system in SYSTEMS},
         "prediction_quality": {system: prediction_quality(read_predictions(
-            system_dir(settings, system) / "generated_predictions.jsonl")) for system in SYSTEMS},
+            predictions_path(system_dir(settings, system)))) for system in SYSTEMS},
         "settings": {k: str(v) if isinstance(v, Path) else v for k, v in asdict(settings).items()},
         "reloaded_translations": translations,
         "seconds": {**seconds, "total": round(time.perf_counter() - started, 1)},

@@ -22,6 +22,7 @@ from .metrics import TaskMetrics
 from .modeling import build_model, checkpoint_tasks, find_checkpoints, load_averaged_weights
 from .publishing import publish, take_push_to_hub
 from .preprocess import PrepareContext, SplitReport, prepare_split, write_report
+from .results_keys import predictions_path
 from .tokenizer import (
     has_tokenizer,
     lang_token,
@@ -286,7 +287,7 @@ def score(trainer: HeadSelSeq2SeqTrainer, metrics: TaskMetrics, dataset, prefix:
     else:
         results = trainer.predict(formatted, metric_key_prefix=prefix).metrics
         if trainer.is_world_process_zero() and trainer.args.predict_with_generate:
-            write_predictions(Path(trainer.args.output_dir) / "generated_predictions.jsonl", dataset,
+            write_predictions(predictions_path(trainer.args.output_dir), dataset,
                               metrics.last_hypotheses)
     results[f"{prefix}_samples"] = len(dataset)
     trainer.log_metrics(prefix, results)

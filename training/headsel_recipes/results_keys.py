@@ -81,6 +81,11 @@ def one_group(results: dict, group: str) -> dict:
     return {key[: -len(suffix)]: value for key, value in results.items() if key.endswith(suffix)}
 
 
+def predictions_path(run_folder: str | Path) -> Path:
+    """A run's test predictions, `generated_predictions.jsonl` (id, group, reference and hypothesis per example)."""
+    return Path(run_folder) / "generated_predictions.jsonl"
+
+
 def results_path(run_folder: str | Path, split: str) -> Path:
     """A run's results file of `split`: `{split}_results.json`."""
     return Path(run_folder) / f"{split}_results.json"
