@@ -15,7 +15,7 @@ with the baselines of the positional folders in order. What the report holds:
   BLEU averaged over directions, chrF pooled and averaged and the share of degenerate outputs (from the run's
   `generated_predictions.jsonl`, as the demo scores them), chrF per direction;
 * what head selection learned: selection choices changed over training (the Trainer's logged snapshots), the step
-  of the last change, and head sharing (the fraction of the `H` selected heads two target languages share, averaged
+  of the last change, the range of the final selection logits (they start in `[log 0.01, 0]`), and head sharing (the fraction of the `H` selected heads two target languages share, averaged
   over layers) between the Romance languages and between every other pair.
 """
 
@@ -28,13 +28,14 @@ import statistics
 from itertools import combinations
 from pathlib import Path
 
-from hf_headsel.analysis import ANALYSIS_NAME, SELECTION_LOG_NAME, read_selection_log, selection_stability
+from hf_headsel.analysis import ANALYSIS_NAME
 
 from headsel_recipes.demo import BASELINE_DIR, METRIC, SYSTEM_TITLES
 from headsel_recipes.metrics import prediction_quality
 from headsel_recipes.recipe import read_predictions
 from headsel_recipes.results_keys import loss_key, predictions_path, read_results, results_path, score_key
 from quality_tables import mean_std  # benchmarks/ is on the path: the script's folder, or the tests' `pythonpath`
+from recipe_curves import logit_range, selection_changes
 
 # The demo's related target languages: head selection should let them share more heads than unrelated pairs.
 ROMANCE = frozenset({"es", "fr", "it", "pt"})
@@ -62,11 +63,13 @@ def system_scores(run: Path) -> dict[str, float]:
 
 
 def selection_summary(run: Path) -> dict[str, float]:
-    """What the head-selection model of one run learned: choices changed, last change, Romance vs other sharing."""
-    stability = selection_stability(read_selection_log(run / SELECTION_LOG_NAME).snapshots)
-    changes = [step for step in stability["changes"] if step["total"]]
-    summary = {"selection choices changed": sum(step["total"] for step in changes),
-               "last change at step": changes[-1]["step"] if changes else 0}
+    """What the head-selection model of one run learned: choices changed, last change, logit range, Romance vs
+    other head sharing."""
+    changes = [(step, count) for step, count in selection_changes(run) if count]
+    low, high = logit_range(run)  # they start in LOGIT_INIT_RANGE, [log 0.01, 0]
+    summary = {"selection choices changed": sum(count for _, count in changes),
+               "last change at step": changes[-1][0] if changes else 0,
+               "lowest selection logit": low, "highest selection logit": high}
     analysis = json.loads((run / ANALYSIS_NAME).read_text(encoding="utf-8"))
     for component, found in analysis["components"].items():
         related, other = [], []

@@ -410,9 +410,14 @@ def write_recipe_run(folder: Path, loss: float, bleu: float, german: str) -> Non
 
 
 def write_selection_record(folder: Path, changed: bool) -> None:
-    """The analysis and selection log of a head-selection run: three target languages, one choice changed or not."""
+    """The analysis, selection log and logits of a head-selection run: three target languages, one choice changed or
+    not."""
+    from safetensors.torch import save_file
+
     from hf_headsel.analysis import ANALYSIS_NAME, SELECTION_LOG_NAME
 
+    save_file({"head_selection.decoder_self.logits": torch.tensor([[[-5.0, 0.5, 0.0, -1.0]]] * 3),
+               "model.shared.weight": torch.full((2, 2), 9.0)}, str(folder / "model.safetensors"))
     tasks = ["de", "es", "fr"]  # es-fr: the Romance pair; de-es, de-fr: the others
     sharing = [[1.0, 0.25, 0.5], [0.25, 1.0, 0.75], [0.5, 0.75, 1.0]]
     (folder / ANALYSIS_NAME).write_text(json.dumps({"components": {"decoder_self": {"tasks": tasks,
@@ -438,6 +443,7 @@ def test_demo_seeds_pairs_the_systems_run_by_run_and_reads_what_the_selection_le
         "degenerate outputs (%)": 0.0, "chrF en-de": 100.0, "chrF en-es": 100.0}
     assert demo_seeds.selection_summary(runs[0]) == {
         "selection choices changed": 1, "last change at step": 20,
+        "lowest selection logit": -5.0, "highest selection logit": 0.5,
         "decoder_self sharing, Romance pairs": 0.75, "decoder_self sharing, other pairs": 0.375}
     assert demo_seeds.selection_summary(runs[1])["last change at step"] == 0
 
