@@ -19,7 +19,6 @@ with the baselines of the positional folders in order. What the report holds:
   over layers) between the Romance languages and between every other pair.
 """
 
-
 from __future__ import annotations
 
 import argparse
