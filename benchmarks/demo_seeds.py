@@ -99,7 +99,7 @@ def summary_table(group_runs: list[Path], shared_runs: list[Path]) -> str:
     lines += ["", "| head selection (group) | mean ± std | per run |", "|---|---:|---|"]
     for name in selections[0]:
         values = [selection[name] for selection in selections]
-        lines.append(f"| {name} | {mean_std(values, 3)} | {', '.join(f'{v:.3g}' for v in values)} |")
+        lines.append(f"| {name} | {mean_std(values, 3)} | {', '.join(f'{v:.4g}' for v in values)} |")
     return "\n".join(lines)
 
 
