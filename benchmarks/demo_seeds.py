@@ -15,8 +15,9 @@ with the baselines of the positional folders in order. What the report holds:
   BLEU averaged over directions, chrF pooled and averaged and the share of degenerate outputs (from the run's
   `generated_predictions.jsonl`, as the demo scores them), chrF per direction;
 * what head selection learned: selection choices changed over training (the Trainer's logged snapshots), the step
-  of the last change, the range of the final selection logits (they start in `[log 0.01, 0]`), and head sharing (the fraction of the `H` selected heads two target languages share, averaged
-  over layers) between the Romance languages and between every other pair.
+  of the last change, the range of the final selection logits (they start in `[log 0.01, 0]`), and head sharing
+  (the fraction of the `H` selected heads two target languages share, averaged over layers) between the Romance
+  languages and between every other pair.
 """
 
 from __future__ import annotations
