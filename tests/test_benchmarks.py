@@ -462,7 +462,8 @@ def test_demo_seeds_pairs_the_systems_run_by_run_and_reads_what_the_selection_le
     write_recipe_run(probe, 3.4, 6.0, "Hallo")
     write_selection_record(probe, changed=False)
     demo_seeds.main([str(runs[0]), "--group", str(probe)])
-    assert "| test cross-entropy | 3.400 ± 0.000 | 3.600 ± 0.000 | -0.200 ± 0.000 | 1 of 1 |" in capsys.readouterr().out
+    paired = capsys.readouterr().out
+    assert "| test cross-entropy | 3.400 ± 0.000 | 3.600 ± 0.000 | -0.200 ± 0.000 | 1 of 1 |" in paired
     for argv, message in (([str(tmp_path / "missing")], "not finished runs"),
                           ([*map(str, runs), "--group", str(probe)], "pairs one run with each demo folder")):
         with pytest.raises(SystemExit):
