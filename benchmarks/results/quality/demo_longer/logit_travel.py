@@ -4,8 +4,6 @@ step-0 selection, and compare its logits with the final model's.
 
     python benchmarks/results/quality/demo_longer/logit_travel.py outputs/demo_longer/steps1000_seed1 [...]
 """
-import json
-import statistics
 import sys
 from pathlib import Path
 
@@ -13,7 +11,7 @@ import torch
 from safetensors.torch import load_file
 from transformers import set_seed
 
-from hf_headsel.analysis import SELECTION_LOG_NAME, selection_snapshot
+from hf_headsel.analysis import SELECTION_LOG_NAME, read_selection_log, selection_snapshot
 from headsel_recipes.arguments import parse_arguments
 from headsel_recipes.modeling import build_model
 from headsel_recipes.tasks import MT
@@ -21,11 +19,10 @@ from headsel_recipes.tasks import MT
 for run in map(Path, sys.argv[1:]):
     model_args, head_args, data_args, training_args = parse_arguments([str(run / "run_config.json")])
     set_seed(training_args.seed)
-    decoder_tasks = sorted(json.loads(next(open(run / SELECTION_LOG_NAME)))["selections"]["decoder_self"])
+    logged = read_selection_log(run / SELECTION_LOG_NAME).snapshots[0]  # step 0, before any update
     head_args.task_type = "lang"
-    model = build_model(MT, model_args, head_args, None, ["en"], decoder_tasks)
-    logged = json.loads(next(open(run / SELECTION_LOG_NAME)))
-    same = selection_snapshot(model, 0)["selections"] == logged["selections"]
+    model = build_model(MT, model_args, head_args, None, ["en"], sorted(logged.selections["decoder_self"]))
+    same = selection_snapshot(model, 0)["selections"] == logged.selections
     final = load_file(str(run / "model.safetensors"))
     travel, gaps = [], []
     for component, selector in model.head_selection.items():
