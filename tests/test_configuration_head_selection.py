@@ -141,6 +141,7 @@ def test_task_specific_components_of_one_side_with_different_task_counts_are_rej
         (dict(default_decoder_task="en"), "default_decoder_task"),
         (dict(head_selection_temperature=0.0), "head_selection_temperature"),
         (dict(head_selection_kl_weight=-0.1), "head_selection_kl_weight"),
+        (dict(head_selection_noise_scale=-1.0), "head_selection_noise_scale"),
     ],
     ids=[
         "unknown-strategy",
@@ -156,6 +157,7 @@ def test_task_specific_components_of_one_side_with_different_task_counts_are_rej
         "bad-default-decoder-task",
         "zero-temperature",
         "negative-kl-weight",
+        "negative-noise-scale",
     ],
 )
 def test_invalid_config_is_rejected(family, overrides, message):
@@ -191,6 +193,7 @@ HEADSEL_KEYS = (
     "total_encoder_attention_heads",
     "total_decoder_attention_heads",
     "head_selection_temperature",
+    "head_selection_noise_scale",
     "head_selection_kl_weight",
     "default_encoder_task",
     "default_decoder_task",
@@ -206,6 +209,7 @@ def test_config_save_load_round_trip(family, tmp_path):
         total_encoder_attention_heads=12,
         total_decoder_attention_heads=6,
         head_selection_temperature=2.5,
+        head_selection_noise_scale=0.5,
         head_selection_kl_weight=0.3,
         default_encoder_task="de",
         default_decoder_task="fr",
@@ -264,7 +268,7 @@ def test_keyword_spec_lists_every_keyword_once_with_help_role_and_type():
     assert typing.get_args(by_name["encoder_tasks"].type) == (list[str], type(None))
     assert [k.name for k in head_selection_keywords("tasks")] == ["encoder_tasks", "decoder_tasks"]
     assert [k.name for k in head_selection_keywords("runtime")] == [
-        "head_selection_temperature", "head_selection_kl_weight"]
+        "head_selection_temperature", "head_selection_noise_scale", "head_selection_kl_weight"]
     assert [k.name for k in head_selection_keywords("default")] == ["default_encoder_task", "default_decoder_task"]
     assert {k.name for k in head_selection_keywords("structure")} == {
         "task_type", "head_selection_strategy", "head_selection_components", "total_encoder_attention_heads",

@@ -163,6 +163,35 @@ def test_gate_gradient_is_sigmoid_derivative_over_temperature():
     assert (grad <= 0.25 / 2.0 + 1e-7).all()  # max of y (1 - y) / tau
 
 
+@pytest.mark.parametrize("strategy", ["group", "subset"])
+def test_noise_scale_zero_trains_on_the_deterministic_choice_and_draws_nothing(strategy):
+    """`noise_scale=0`: every training draw is the evaluation choice (argmax phi), no random numbers are drawn, and
+    the straight-through gates keep value 1 and the gradient y (1 - y) / tau of y = sigmoid(phi / tau)."""
+    selector = HeadSelector(strategy, num_tasks=3, num_layers=2, heads=4, total_heads=8)
+    with torch.no_grad():
+        selector.logits.normal_()
+    rng = torch.get_rng_state()
+    draws = [selector.draw(sample=True, temperature=2.0, noise_scale=0.0) for _ in range(3)]
+    assert torch.equal(torch.get_rng_state(), rng)
+    for draw in draws:
+        torch.testing.assert_close(draw.heads, selector.selected_heads())
+    torch.testing.assert_close(draws[0].gates, torch.ones_like(draws[0].gates))
+    draws[0].gates.sum().backward()
+    y = torch.sigmoid(selector.logits.detach() / 2.0)
+    expected = torch.zeros_like(y).scatter_(-1, draws[0].heads, (y * (1 - y) / 2.0).gather(-1, draws[0].heads))
+    torch.testing.assert_close(selector.logits.grad, expected)
+
+
+def test_noise_scale_multiplies_the_gumbel_difference():
+    selector = HeadSelector("group", num_tasks=2, num_layers=2, heads=2, total_heads=6)
+    noises = []
+    for scale in (1.0, 2.5):
+        torch.manual_seed(3)
+        noises.append(selector.draw(sample=True, temperature=5.0, gates_per_layer=True, noise_scale=scale).noise)
+    assert noises[0].abs().sum() > 0
+    torch.testing.assert_close(noises[1], 2.5 * noises[0])
+
+
 @pytest.mark.parametrize("strategy", ["group", "subset", "task_specific"])
 def test_draw_covers_every_task_and_layer(strategy):
     total = 12 if strategy == "task_specific" else 8
@@ -221,6 +250,25 @@ def test_training_mode_resamples_and_eval_is_deterministic(family):
             torch.testing.assert_close(model(**inputs, decoder_input_ids=decoder_input_ids, **ids).logits, first)
     # with autograd enabled, eval is the same deterministic computation
     torch.testing.assert_close(model(**inputs, decoder_input_ids=decoder_input_ids, **ids).logits.detach(), first)
+
+
+def test_training_without_noise_computes_what_evaluation_computes(family):
+    """`head_selection_noise_scale=0`: a training-mode forward pass (no dropout in the tiny configs) uses the
+    evaluation choice, so its logits equal evaluation's up to the gates' rounding (1 - y + y), in every component."""
+    model = family.model(head_selection_components=ALL_COMPONENTS, head_selection_noise_scale=0.0)
+    with torch.no_grad():
+        for selector in model.head_selection.values():
+            selector.logits.normal_()
+    inputs, decoder_input_ids = family.inputs(), family.decoder_input_ids()
+    ids = dict(encoder_task_ids=torch.tensor([0, 1, 1, 0]), decoder_task_ids=torch.tensor([0, 2, 1, 2]))
+    model.train()
+    trained = model(**inputs, decoder_input_ids=decoder_input_ids, **ids)
+    trained.logits.sum().backward()
+    assert all(selector.logits.grad.abs().sum() > 0 for selector in model.head_selection.values())
+    model.eval()
+    with torch.no_grad():
+        evaluated = model(**inputs, decoder_input_ids=decoder_input_ids, **ids).logits
+    torch.testing.assert_close(trained.logits.detach(), evaluated)
 
 
 # ---------------------------------------------------------------------------------------------------------------

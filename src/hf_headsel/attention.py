@@ -292,7 +292,8 @@ class HeadSelectionAttentionMixin:
             heads = self._eval_cached("heads", lambda: self.selector.draw(False, 1.0, device).layer(layer)[0],
                                       prepared)
             return heads, None
-        draw = self.selector.draw(self.training, float(self.config.head_selection_temperature), device)
+        draw = self.selector.draw(self.training, float(self.config.head_selection_temperature), device,
+                                  noise_scale=float(self.config.head_selection_noise_scale))
         return draw.layer(self.selection_layer)
 
     def _cached_task_weights(self, task: int, device: torch.device, prepared: dict | None = None) -> dict:

@@ -83,6 +83,10 @@ class HeadSelectionConfigMixin:
         None, "H' of the decoder, the candidate pool (default 2H; tasks x H for task_specific).", "structure")
     head_selection_temperature: float | int = _keyword(
         5.0, "Gumbel-sigmoid temperature tau (default 5.0).", "runtime", above=0)
+    head_selection_noise_scale: float | int = _keyword(
+        1.0, "Scale s of the Gumbel noise in the training sample y = sigmoid((phi + s (g1 - g2)) / tau) (default 1.0, "
+        "the paper's sample). 0.0 trains on the deterministic choice (argmax phi, as in evaluation), the "
+        "straight-through gate still carrying the gradient to phi.", "runtime", minimum=0)
     head_selection_kl_weight: float | int = _keyword(
         0.0, "Weight of the KL(q || prior) term added to the loss (default 0.0; the KL is reported anyway).",
         "runtime", minimum=0)

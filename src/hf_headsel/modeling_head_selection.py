@@ -198,10 +198,12 @@ class HeadSelectionBaseModelMixin:
         draws = None
         if self.training or torch.is_grad_enabled():
             temperature = float(self.config.head_selection_temperature)
+            noise_scale = float(self.config.head_selection_noise_scale)
             # under gradient checkpointing every layer makes its own gates (see `HeadSelector.draw`)
             per_layer = self.training and self._checkpoints_layers()
             draws = {
-                component: selector.draw(self.training, temperature, device, gates_per_layer=per_layer)
+                component: selector.draw(self.training, temperature, device, gates_per_layer=per_layer,
+                                         noise_scale=noise_scale)
                 for component, selector in self.head_selection.items()
             }
         return Routing(

@@ -65,13 +65,14 @@ class HeadSelector(nn.Module):
         return offsets + torch.arange(self.heads, device=device)
 
     def draw(self, sample: bool, temperature: float, device: torch.device | None = None,
-             gates_per_layer: bool = False) -> "HeadDraw":
+             gates_per_layer: bool = False, noise_scale: float = 1.0) -> "HeadDraw":
         """The heads of every task and layer, `[tasks, layers, H]`, and their gates (`None` when deterministic).
 
-        With `sample=True` the scores are a Gumbel-sigmoid sample `y = sigmoid((phi + (g1 - g2)) / tau)`, redrawn
-        on every call, and each selected head gets the straight-through gate `1 - y.detach() + y`: value 1,
-        gradient to `phi`. Otherwise the scores are `phi` itself and no gate is applied. The model draws once per
-        forward pass for all layers (a few kernels, not a few per layer).
+        With `sample=True` the scores are a Gumbel-sigmoid sample `y = sigmoid((phi + s (g1 - g2)) / tau)`, redrawn
+        on every call (`s` = `noise_scale`, 1 in the paper; at 0 no noise is drawn and the heads are argmax phi),
+        and each selected head gets the straight-through gate `1 - y.detach() + y`: value 1, gradient to `phi`.
+        Otherwise the scores are `phi` itself and no gate is applied. The model draws once per forward pass for all
+        layers (a few kernels, not a few per layer).
 
         `gates_per_layer=True` (gradient checkpointing) keeps the one draw (the heads and the noise) but leaves the
         gates to be made by each layer from `phi` and its slice of the noise: no autograd graph then links the
@@ -83,7 +84,7 @@ class HeadSelector(nn.Module):
         logits = self.logits
         if not sample:
             return HeadDraw(self.choose(logits.detach()))
-        noise = _gumbel_like(logits) - _gumbel_like(logits)  # drawn without autograd: it carries no graph
+        noise = _sample_noise(logits, noise_scale)
         if gates_per_layer:
             heads = self.choose(torch.sigmoid((logits.detach() + noise) / temperature))
             return HeadDraw(heads, logits=logits, noise=noise, temperature=temperature)
@@ -91,9 +92,9 @@ class HeadSelector(nn.Module):
         heads = self.choose(y)
         return HeadDraw(heads, (1.0 - y.detach() + y).gather(-1, heads))
 
-    def layer_choice(self, layer: int, sample: bool, temperature: float):
+    def layer_choice(self, layer: int, sample: bool, temperature: float, noise_scale: float = 1.0):
         """The heads `[tasks, H]` of every task in `layer` and their gates: one layer of a fresh [`draw`]."""
-        return self.draw(sample, temperature).layer(layer)
+        return self.draw(sample, temperature, noise_scale=noise_scale).layer(layer)
 
     def selected_heads(self) -> torch.LongTensor:
         """The deterministic choice of every task and layer, `[tasks, layers, H]`."""
@@ -143,6 +144,15 @@ class HeadDraw:
             y = torch.sigmoid((self.logits[:, layer] + self.noise[:, layer]) / self.temperature).gather(-1, heads)
             return heads, 1.0 - y.detach() + y
         return heads, None if self._layer_gates is None else self._layer_gates[layer]
+
+
+def _sample_noise(logits: torch.Tensor, scale: float) -> torch.Tensor:
+    """`s (g1 - g2)`, `g1, g2 ~ Gumbel(0, 1)`, drawn without autograd (it carries no graph); zeros, without drawing,
+    at `s = 0`."""
+    if scale == 0:
+        return torch.zeros_like(logits)
+    noise = _gumbel_like(logits) - _gumbel_like(logits)
+    return noise if scale == 1 else noise * scale
 
 
 def _gumbel_like(tensor: torch.Tensor) -> torch.Tensor:
