@@ -34,7 +34,8 @@ from headsel_recipes.demo import BASELINE_DIR, METRIC, SYSTEM_TITLES
 from headsel_recipes.metrics import prediction_quality
 from headsel_recipes.recipe import read_predictions
 from headsel_recipes.results_keys import loss_key, predictions_path, read_results, results_path, score_key
-from quality_tables import mean_std  # benchmarks/ is on the path: the script's folder, or the tests' `pythonpath`
+# benchmarks/ is on the path: the script's folder, or the tests' `pythonpath`
+from quality_tables import mean_std, paired_cells
 from recipe_curves import logit_range, selection_changes
 
 # The demo's related target languages: head selection should let them share more heads than unrelated pairs.
@@ -92,10 +93,8 @@ def summary_table(group_runs: list[Path], shared_runs: list[Path]) -> str:
     for name in scores["group"][0]:
         digits, higher_is_better = SCORES.get(name, (2, True))
         group, shared = ([run[name] for run in scores[system]] for system in SYSTEMS)
-        differences = [g - s for g, s in zip(group, shared)]
-        wins = sum(d > 0 if higher_is_better else d < 0 for d in differences)
-        lines.append(f"| {name} | {mean_std(group, digits)} | {mean_std(shared, digits)} | "
-                     f"{mean_std(differences, digits)} | {wins} of {len(differences)} |")
+        difference, wins = paired_cells(group, shared, digits, higher_is_better)
+        lines.append(f"| {name} | {mean_std(group, digits)} | {mean_std(shared, digits)} | {difference} | {wins} |")
     selections = [selection_summary(run) for run in group_runs]
     lines += ["", "| head selection (group) | mean ± std | per run |", "|---|---:|---|"]
     for name in selections[0]:

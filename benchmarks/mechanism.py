@@ -51,6 +51,8 @@ class MechanismSettings:
         d_model, heads, candidates, layers: the model (H = `heads` of H' = `candidates` per attention, group
             strategy, every component selecting).
         steps, batch_size, learning_rate, selection_learning_rate, temperature: training (AdamW, constant rates).
+        noise_scale: `head_selection_noise_scale`, the scale of the Gumbel noise in the training sample (1.0, the
+            paper's; 0.0 trains on the deterministic choice).
         eval_size: held-out sequences per task.
     """
 
@@ -65,6 +67,7 @@ class MechanismSettings:
     learning_rate: float = 3e-3
     selection_learning_rate: float = 0.1
     temperature: float = 1.0
+    noise_scale: float = 1.0
     eval_size: int = 128
 
 
@@ -100,7 +103,7 @@ def model_config(settings: MechanismSettings, shared: bool = False):
         **keywords, encoder_tasks=list(TASKS), decoder_tasks=list(TASKS), task_type="domain",
         head_selection_strategy="group", head_selection_components=list(COMPONENTS),
         total_encoder_attention_heads=settings.candidates, total_decoder_attention_heads=settings.candidates,
-        head_selection_temperature=settings.temperature)
+        head_selection_temperature=settings.temperature, head_selection_noise_scale=settings.noise_scale)
 
 
 def build_model(settings: MechanismSettings, seed: int, shared: bool = False):
@@ -236,9 +239,11 @@ def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
     parser.add_argument("--steps", type=int, default=MechanismSettings.steps)
+    parser.add_argument("--noise_scale", type=float, default=MechanismSettings.noise_scale,
+                        help="scale of the Gumbel noise in training (0: the deterministic choice)")
     parser.add_argument("--output_dir", type=Path, default=Path("benchmarks/results/mechanism"))
     args = parser.parse_args(argv)
-    settings = MechanismSettings(steps=args.steps)
+    settings = MechanismSettings(steps=args.steps, noise_scale=args.noise_scale)
     torch.set_num_threads(1)
     results = {"settings": asdict(settings), "tasks": list(TASKS), "seeds": {}}
     for seed in tqdm(args.seeds, desc="seeds"):

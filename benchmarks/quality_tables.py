@@ -13,7 +13,12 @@ Two finer measures do, from what every run already wrote:
   the WER normalisation, for WER experiments), computed from `generated_predictions.jsonl` per task and averaged
   over the tasks like the runner's AVG column.
 
-Cells: mean ± sample standard deviation over the seeds found in `runs/<system>/seed*/`.
+Cells: mean ± sample standard deviation over the seeds found in `runs/<system>/seed*/`. With `--paired_with SYSTEM`
+(a run folder name, e.g. `shared`) a second table gives every other system minus that one, seed by seed over the
+seeds both finished, then mean ± std of the differences (the loss to three decimals: the systems of one experiment
+often differ by hundredths of a nat).
+
+    python benchmarks/quality_tables.py outputs/benchmark/mt_why --paired_with shared
 """
 
 from __future__ import annotations
@@ -64,19 +69,34 @@ def mean_std(values: list[float], digits: int) -> str:
     return f"{statistics.mean(values):.{digits}f} ± {spread:.{digits}f}"
 
 
-def supplementary_table(experiment_folder: Path) -> str:
-    """A Markdown table: one row per system folder under `experiment_folder/runs`."""
+def paired_cells(values: list[float], reference: list[float], digits: int, higher_is_better: bool) -> tuple[str, str]:
+    """The paired comparison of two systems' scores, listed seed by seed in the same order: mean ± std of the
+    differences, and `"k of n"`, the seeds where the first system is strictly ahead."""
+    differences = [value - base for value, base in zip(values, reference, strict=True)]
+    ahead = sum(difference > 0 if higher_is_better else difference < 0 for difference in differences)
+    return mean_std(differences, digits), f"{ahead} of {len(differences)}"
+
+
+def finished_runs(experiment_folder: Path) -> tuple[str, dict[str, dict[str, dict[str, float]]]]:
+    """The experiment's character metric and `{system folder: {seed folder: scores}}` of its finished runs."""
     systems, metrics = {}, set()
     for system_folder in sorted((experiment_folder / "runs").iterdir()):
-        finished = [scored for seed in sorted(system_folder.glob("seed*")) if (scored := run_scores(seed))]
-        metrics.update(metric for metric, _ in finished)
+        finished = {seed.name: scored for seed in sorted(system_folder.glob("seed*")) if (scored := run_scores(seed))}
+        metrics.update(metric for metric, _ in finished.values())
         if finished:
-            systems[system_folder.name] = [scores for _, scores in finished]
+            systems[system_folder.name] = {seed: scores for seed, (_, scores) in finished.items()}
     if not systems:
         raise ValueError(f"{experiment_folder}: no finished run (runs/<system>/seed*/predict_results.json)")
     if len(metrics) > 1:
         raise ValueError(f"{experiment_folder}: runs scored by both WER and BLEU; one experiment has one metric")
     (metric,) = metrics
+    return metric, systems
+
+
+def supplementary_table(experiment_folder: Path) -> str:
+    """A Markdown table: one row per system folder under `experiment_folder/runs`."""
+    metric, by_seed = finished_runs(experiment_folder)
+    systems = {name: list(runs.values()) for name, runs in by_seed.items()}
     tasks = sorted({key for runs in systems.values() for run in runs for key in run} - {"loss", "AVG"})
     arrow = "↓" if metric == "CER" else "↑"
     lines = [f"**{experiment_folder.name}**: test loss (nats per token ↓) and {metric} {arrow}, mean ± std over seeds",
@@ -90,11 +110,39 @@ def supplementary_table(experiment_folder: Path) -> str:
     return "\n".join(lines)
 
 
+def paired_table(experiment_folder: Path, reference: str) -> str:
+    """A Markdown table of every system minus `reference` (a system folder), paired seed by seed: test loss and the
+    character metric's average, mean ± std of the differences and how many seeds favour the system."""
+    metric, systems = finished_runs(experiment_folder)
+    if reference not in systems:
+        raise ValueError(f"{experiment_folder}: no finished run of --paired_with {reference!r}; the systems with "
+                         f"finished runs are {sorted(systems)}")
+    higher_is_better = {"loss": False, "AVG": metric != "CER"}
+    lines = [f"**{experiment_folder.name}**: each system minus `{reference}`, paired by seed (mean ± std of the "
+             "differences; *ahead* counts the seeds where the system is better)", "",
+             f"| System (run folder) | seeds | test loss | ahead | {metric} AVG | ahead |",
+             "|---|---:|---:|---:|---:|---:|"]
+    for name, runs in systems.items():
+        seeds = sorted(set(runs) & set(systems[reference]))
+        if name == reference or not seeds:
+            continue
+        cells = [cell for key, digits in (("loss", 3), ("AVG", 2)) for cell in paired_cells(
+            [runs[seed][key] for seed in seeds], [systems[reference][seed][key] for seed in seeds], digits,
+            higher_is_better[key])]
+        lines.append(f"| {name} | {len(seeds)} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
 def main(args: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("experiments", nargs="+", type=Path, help="experiment output folders")
-    for folder in parser.parse_args(args).experiments:
+    parser.add_argument("--paired_with", metavar="SYSTEM",
+                        help="also print every system minus this one (a run folder name), paired by seed")
+    options = parser.parse_args(args)
+    for folder in options.experiments:
         print(supplementary_table(folder), end="\n\n")
+        if options.paired_with:
+            print(paired_table(folder, options.paired_with), end="\n\n")
 
 
 if __name__ == "__main__":

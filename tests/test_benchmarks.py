@@ -262,6 +262,15 @@ def test_quality_tables_score_characters_per_task_and_average_over_seeds(tmp_pat
     table = quality_tables.supplementary_table(tmp_path / "mt")
     assert "| group | 2 | 4.50 ± 0.71 |" in table and "chrF ↑" in table
 
+    # paired with a reference system over the seeds both finished: seed1 only (shared has no seed2)
+    write_run(tmp_path / "mt" / "runs" / "shared" / "seed1", {"predict_loss": 3.75, "predict_bleu": 1.0}, rows[:1])
+    paired = quality_tables.paired_table(tmp_path / "mt", "shared")
+    chrf_difference = (100.0 + french) / 2 - 100.0
+    assert f"| group | 1 | 0.250 ± 0.000 | 0 of 1 | {chrf_difference:.2f} ± 0.00 | 0 of 1 |" in paired
+    assert "| shared |" not in paired
+    with pytest.raises(ValueError, match="no finished run of --paired_with 'stock'"):
+        quality_tables.paired_table(tmp_path / "mt", "stock")
+
     # WER experiments get CER, after the WER normalisation (case and punctuation do not count)
     write_run(tmp_path / "asr" / "runs" / "shared" / "seed1", {"predict_loss": 3.0, "predict_wer": 50.0},
               [("de", "Guten Tag!", "guten tag"), ("de", "abcd", "abxd")])
