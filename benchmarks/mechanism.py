@@ -36,6 +36,7 @@ from tqdm.auto import tqdm  # noqa: E402
 from transformers import MarianConfig, MarianMTModel  # noqa: E402
 
 from hf_headsel import HeadSelMarianConfig, HeadSelMarianMTModel, HeadSelector  # noqa: E402
+from headsel_recipes.trainer import schedule_value  # noqa: E402
 
 TASKS = ("copy_a", "copy_b", "reverse_a", "reverse_b")
 PAD, EOS, FIRST_SYMBOL = 0, 1, 2
@@ -51,8 +52,9 @@ class MechanismSettings:
         d_model, heads, candidates, layers: the model (H = `heads` of H' = `candidates` per attention, group
             strategy, every component selecting).
         steps, batch_size, learning_rate, selection_learning_rate, temperature: training (AdamW, constant rates).
-        noise_scale: `head_selection_noise_scale`, the scale of the Gumbel noise in the training sample (1.0, the
-            paper's; 0.0 trains on the deterministic choice).
+        noise_scale, final_noise_scale: `head_selection_noise_scale`, the scale of the Gumbel noise in the training
+            sample (1.0, the paper's; 0.0 trains on the deterministic choice); with `final_noise_scale` it goes
+            linearly from `noise_scale` at the first update to `final_noise_scale` at the last.
         eval_size: held-out sequences per task.
     """
 
@@ -68,6 +70,7 @@ class MechanismSettings:
     selection_learning_rate: float = 0.1
     temperature: float = 1.0
     noise_scale: float = 1.0
+    final_noise_scale: float | None = None
     eval_size: int = 128
 
 
@@ -132,7 +135,10 @@ def train(model, settings: MechanismSettings, seed: int, frozen_selection: bool 
     generator = torch.Generator().manual_seed(seed)
     per_task = settings.batch_size // len(TASKS)
     model.train()
-    for _ in tqdm(range(settings.steps), disable=not progress, desc="training", leave=False):
+    for step in tqdm(range(settings.steps), disable=not progress, desc="training", leave=False):
+        if settings.final_noise_scale is not None and hasattr(model, "head_selection"):
+            model.config.head_selection_noise_scale = schedule_value(
+                step, settings.steps, settings.noise_scale, settings.final_noise_scale, "linear")
         batch = make_batch(settings, per_task, generator)
         if not hasattr(model, "head_selection"):  # the stock model takes no task ids
             batch = {k: v for k, v in batch.items() if not k.endswith("task_ids")}
@@ -241,9 +247,12 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--steps", type=int, default=MechanismSettings.steps)
     parser.add_argument("--noise_scale", type=float, default=MechanismSettings.noise_scale,
                         help="scale of the Gumbel noise in training (0: the deterministic choice)")
+    parser.add_argument("--final_noise_scale", type=float,
+                        help="anneal the noise scale linearly to this value at the last update")
     parser.add_argument("--output_dir", type=Path, default=Path("benchmarks/results/mechanism"))
     args = parser.parse_args(argv)
-    settings = MechanismSettings(steps=args.steps, noise_scale=args.noise_scale)
+    settings = MechanismSettings(steps=args.steps, noise_scale=args.noise_scale,
+                                 final_noise_scale=args.final_noise_scale)
     torch.set_num_threads(1)
     results = {"settings": asdict(settings), "tasks": list(TASKS), "seeds": {}}
     for seed in tqdm(args.seeds, desc="seeds"):

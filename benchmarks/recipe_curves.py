@@ -67,7 +67,8 @@ def table(summaries: dict[str, dict]) -> str:
         low_high = summary["logit_range"]
         span = f"[{low_high[0]:.2f}, {low_high[1]:.2f}]" if low_high else "–"
         changes = summary["total_changes"] if summary["changes"] else "–"
-        lines.append(f"| {name} | {summary['test_loss']:.3f} | {summary['loss'][-1][1]:.3f} | {changes} | {span} |")
+        final_loss = f"{summary['loss'][-1][1]:.3f}" if summary["loss"] else "–"  # none logged in a short run
+        lines.append(f"| {name} | {summary['test_loss']:.3f} | {final_loss} | {changes} | {span} |")
     return "\n".join(lines)
 
 
@@ -79,8 +80,8 @@ def plot(summaries: dict[str, dict], path: Path) -> Path:
 
     figure, (left, right) = plt.subplots(1, 2, figsize=(13, 4.5))
     for name, summary in summaries.items():
-        steps, losses = zip(*summary["loss"])
-        left.plot(steps, losses, label=name)
+        if summary["loss"]:
+            left.plot(*zip(*summary["loss"]), label=name)
         if summary["changes"]:
             right.plot(*zip(*summary["changes"]), marker=".", label=name)
     left.set(xlabel="update", ylabel="training loss (label-smoothed)", title="training loss")

@@ -309,6 +309,8 @@ def test_recipe_curves_read_loss_selection_changes_and_logit_range(marian, tmp_p
     low, high = summary["logit_range"]
     assert low == -3.0 and high >= 0.5
     assert "| group | 2.250 | 2.500 |" in recipe_curves.table(summaries)
+    summary["loss"] = []  # a run shorter than its logging interval logs no training loss
+    assert "| group | 2.250 | – |" in recipe_curves.table(summaries)
 
 
 def test_grouping_ab_times_stock_grouped_and_ungrouped(capsys):

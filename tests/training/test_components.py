@@ -27,14 +27,16 @@ from headsel_recipes.modeling import (
     parse_config_overrides,
     scratch_config_keywords,
 )
+from headsel_recipes.recipe import schedule_callbacks
 from headsel_recipes.sampling import TemperatureSampler, task_sampling_probabilities
 from headsel_recipes.trainer import (
     HeadSelLoss,
     HeadSelSeq2SeqTrainer,
+    NoiseScheduleCallback,
     TemperatureScheduleCallback,
     label_smoothed_nll,
     selection_logits,
-    temperature_at,
+    schedule_value,
 )
 
 # ---- audio --------------------------------------------------------------------------------------------------------
@@ -183,17 +185,44 @@ def test_label_smoothed_loss_and_kl_term():
 
 
 def test_temperature_schedules():
-    assert temperature_at(0, 5, 5.0, 1.0, "linear") == 5.0
-    assert temperature_at(4, 5, 5.0, 1.0, "linear") == 1.0
-    assert temperature_at(2, 5, 5.0, 1.0, "linear") == pytest.approx(3.0)
-    assert temperature_at(2, 5, 4.0, 1.0, "exponential") == pytest.approx(2.0)
-    assert temperature_at(3, 5, 5.0, 1.0, "constant") == 5.0
+    assert schedule_value(0, 5, 5.0, 1.0, "linear") == 5.0
+    assert schedule_value(4, 5, 5.0, 1.0, "linear") == 1.0
+    assert schedule_value(2, 5, 5.0, 1.0, "linear") == pytest.approx(3.0)
+    assert schedule_value(2, 5, 4.0, 1.0, "exponential") == pytest.approx(2.0)
+    assert schedule_value(3, 5, 5.0, 1.0, "constant") == 5.0
     with pytest.raises(ValueError, match="schedule"):
         TemperatureScheduleCallback(5.0, 1.0, "cosine")
     model = SimpleNamespace(config=SimpleNamespace(head_selection_temperature=5.0))
     TemperatureScheduleCallback(5.0, 1.0, "linear").on_step_begin(
         None, SimpleNamespace(global_step=2, max_steps=5), None, model=model)
     assert model.config.head_selection_temperature == pytest.approx(3.0)
+
+
+
+def test_noise_schedule_anneals_the_noise_scale_to_zero():
+    model = SimpleNamespace(config=SimpleNamespace(head_selection_noise_scale=1.0))
+    callback = NoiseScheduleCallback(1.0, 0.0, "linear")
+    for step, expected in ((0, 1.0), (2, 0.5), (4, 0.0)):
+        callback.on_step_begin(None, SimpleNamespace(global_step=step, max_steps=5), None, model=model)
+        assert model.config.head_selection_noise_scale == pytest.approx(expected)
+    with pytest.raises(ValueError, match=">= 0"):
+        NoiseScheduleCallback(1.0, -0.5)
+    with pytest.raises(ValueError, match="exponential"):
+        NoiseScheduleCallback(1.0, 0.0, "exponential")  # cannot reach 0
+
+
+def test_schedule_callbacks_follow_the_flags():
+    config = SimpleNamespace(head_selection_temperature=5.0, head_selection_noise_scale=1.0)
+    flags = SimpleNamespace(temperature_schedule="constant", final_temperature=None, noise_schedule="linear",
+                            final_noise_scale=0.0)
+    (callback,) = schedule_callbacks(config, flags)
+    assert isinstance(callback, NoiseScheduleCallback) and (callback.start, callback.end) == (1.0, 0.0)
+    flags.noise_schedule, flags.temperature_schedule = "constant", "linear"
+    with pytest.raises(ValueError, match="--temperature_schedule needs --final_temperature"):
+        schedule_callbacks(config, flags)
+    flags.temperature_schedule, flags.noise_schedule, flags.final_noise_scale = "constant", "linear", None
+    with pytest.raises(ValueError, match="--noise_schedule needs --final_noise_scale"):
+        schedule_callbacks(config, flags)
 
 
 # ---- arguments ----------------------------------------------------------------------------------------------------

@@ -92,6 +92,7 @@ def test_st_fairseq_manifests_domains(speech_corpus, tmp_path):
         "--sampling_alpha", "0.5",
         "--head_selection_kl_weight", "0.1",
         "--temperature_schedule", "linear", "--final_temperature", "1.0",
+        "--noise_schedule", "linear", "--final_noise_scale", "0.0",
         "--do_train", "--do_eval",
     ]
     result = run(ST, args)
@@ -102,6 +103,9 @@ def test_st_fairseq_manifests_domains(speech_corpus, tmp_path):
     temperatures = [entry["head_selection_temperature"] for entry in result.trainer.state.log_history
                     if "loss" in entry]
     assert temperatures == pytest.approx([5.0, 3.0, 1.0])
+    noise_scales = [entry["head_selection_noise_scale"] for entry in result.trainer.state.log_history
+                    if "loss" in entry]
+    assert noise_scales == pytest.approx([1.0, 0.5, 0.0])
 
 
 def test_mt_sampling_smoothing_kl_averaging(text_corpus, tmp_path):

@@ -116,14 +116,22 @@ def config_keyword_flags() -> type:
 @dataclass
 class HeadSelectionArguments(config_keyword_flags()):
     """Head-selection settings: one flag per config keyword (`None` keeps the checkpoint's value, or the package
-    default when training from scratch), then the recipe's own: the temperature schedule and the optimizer group of
-    the selection logits."""
+    default when training from scratch), then the recipe's own: the temperature and noise schedules and the optimizer
+    group of the selection logits."""
 
     temperature_schedule: str = field(
         default="constant", metadata={"help": "constant, linear or exponential annealing of tau over training."}
     )
     final_temperature: float | None = field(
         default=None, metadata={"help": "tau at the last step (needed by the linear and exponential schedules)."}
+    )
+    noise_schedule: str = field(
+        default="constant", metadata={"help": "constant, linear or exponential annealing of the noise scale "
+                                              "(--head_selection_noise_scale, default 1) over training."}
+    )
+    final_noise_scale: float | None = field(
+        default=None, metadata={"help": "Noise scale at the last step (needed by the linear and exponential "
+                                        "schedules; 0 with linear: explore first, train the kept heads last)."}
     )
     head_selection_learning_rate: float | None = field(
         default=None,

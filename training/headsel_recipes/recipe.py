@@ -32,7 +32,7 @@ from .tokenizer import (
     train_marian_tokenizer,
     train_speech_tokenizer,
 )
-from .trainer import HeadSelSeq2SeqTrainer, TemperatureScheduleCallback
+from .trainer import HeadSelSeq2SeqTrainer, NoiseScheduleCallback, TemperatureScheduleCallback
 
 logger = logging.getLogger("headsel_recipes")
 FEATURE_EXTRACTOR_FILES = ("preprocessor_config.json", "processor_config.json")
@@ -211,22 +211,34 @@ def numpy_view(dataset, speech: bool):
     return dataset.with_format("numpy", columns=inputs, output_all_columns=True)
 
 
+def schedule_callbacks(config, head_args: HeadSelectionArguments) -> list:
+    """The temperature and noise-scale schedules the flags ask for, each starting from the model's config value."""
+    callbacks = []
+    for name, final, flag, callback in (
+        ("temperature", head_args.final_temperature, "--final_temperature", TemperatureScheduleCallback),
+        ("noise", head_args.final_noise_scale, "--final_noise_scale", NoiseScheduleCallback),
+    ):
+        schedule = getattr(head_args, f"{name}_schedule")
+        if schedule == "constant":
+            continue
+        if final is None:
+            raise ValueError(f"--{name}_schedule needs {flag}")
+        start = config.head_selection_temperature if name == "temperature" else config.head_selection_noise_scale
+        callbacks.append(callback(float(start), final, schedule))
+    return callbacks
+
+
 def make_trainer(task: RecipeTask, model, tokenizer, feature_extractor, prepared: dict, metrics: TaskMetrics,
                  model_args: ModelArguments, head_args: HeadSelectionArguments, data_args: DataArguments,
                  training_args) -> HeadSelSeq2SeqTrainer:
     """The Trainer: numpy-formatted splits, collators (SpecAugment for training batches only), metrics, task
-    sampling and the temperature schedule."""
+    sampling and the temperature and noise schedules."""
     formatted = {split: numpy_view(dataset, task.speech) for split, dataset in prepared.items()}
     with_task_ids = not model_args.shared_baseline
     augment = SpecAugment(data_args.freq_mask_num, data_args.freq_mask_width, data_args.time_mask_num,
                           data_args.time_mask_width, data_args.time_mask_ratio) if (
         task.speech and data_args.spec_augment) else None
-    callbacks = []
-    if head_args.temperature_schedule != "constant" and not model_args.shared_baseline:
-        if head_args.final_temperature is None:
-            raise ValueError("--temperature_schedule needs --final_temperature")
-        callbacks.append(TemperatureScheduleCallback(float(model.config.head_selection_temperature),
-                                                     head_args.final_temperature, head_args.temperature_schedule))
+    callbacks = [] if model_args.shared_baseline else schedule_callbacks(model.config, head_args)
     if data_args.early_stopping_patience:
         callbacks.append(early_stopping(task, data_args.early_stopping_patience, training_args))
     if "validation" in prepared:

@@ -193,13 +193,15 @@ class HeadSelSeq2SeqTrainer(Seq2SeqTrainer):
             log.write(json.dumps(record, ensure_ascii=False) + "\n")
 
     def head_selection_logs(self) -> dict[str, float]:
-        """KL (mean since the last log), temperature, and how many (task, layer, slot) choices changed; the
-        selection itself goes to the selection log."""
+        """KL (mean since the last log), temperature, noise scale, and how many (task, layer, slot) choices changed;
+        the selection itself goes to the selection log."""
         selection = self._selection()
         if selection is None:
             return {}
         self.append_selection_log()
-        logs = {"head_selection_temperature": float(self.model.config.head_selection_temperature)}
+        config = self.model.config
+        logs = {"head_selection_temperature": float(config.head_selection_temperature),
+                "head_selection_noise_scale": float(getattr(config, "head_selection_noise_scale", 1.0))}
         if self._kl_steps:
             logs["head_selection_kl"] = self._kl_sum / self._kl_steps
         if self._last_selection is not None:
@@ -220,11 +222,11 @@ def selection_logits(model) -> list[torch.nn.Parameter]:
             if isinstance(module, HeadSelector) and module.logits is not None and module.logits.requires_grad]
 
 
-def temperature_at(step: int, max_steps: int, start: float, end: float, schedule: str) -> float:
-    """The temperature of a schedule at (0-based) `step` of `max_steps`: constant, or linear / exponential from
-    `start` at the first step to `end` at the last."""
+def schedule_value(step: int, max_steps: int, start: float, end: float, schedule: str) -> float:
+    """The value of a schedule at (0-based) `step` of `max_steps`: constant, or linear / exponential from `start` at
+    the first step to `end` at the last (the temperature's, and the noise scale's)."""
     if schedule not in SCHEDULES:
-        raise ValueError(f"unknown temperature schedule {schedule!r}: use one of {SCHEDULES}")
+        raise ValueError(f"unknown schedule {schedule!r}: use one of {SCHEDULES}")
     if schedule == "constant" or max_steps <= 1:
         return start
     progress = min(max(step / (max_steps - 1), 0.0), 1.0)
@@ -233,25 +235,45 @@ def temperature_at(step: int, max_steps: int, start: float, end: float, schedule
     return start * math.exp(math.log(end / start) * progress)  # exponential
 
 
-class TemperatureScheduleCallback(TrainerCallback):
-    """Anneal `config.head_selection_temperature` (read by the model on every forward pass) as training goes.
+class ConfigScheduleCallback(TrainerCallback):
+    """Anneal a runtime config keyword (read by the model on every forward pass) as training goes: the temperature
+    (`head_selection_temperature`) or the noise scale (`head_selection_noise_scale`).
 
     The value is a function of the global step only, so a resumed run continues the schedule where it stopped.
     """
 
-    def __init__(self, start: float, end: float, schedule: str = "linear"):
-        temperature_at(0, 1, start, end, schedule)  # validates the schedule
-        if start <= 0 or end <= 0:
-            raise ValueError(f"temperatures must be > 0, got {start} -> {end}")
-        self.start, self.end, self.schedule = start, end, schedule
+    def __init__(self, keyword: str, start: float, end: float, schedule: str = "linear"):
+        schedule_value(0, 1, start, end, schedule)  # validates the schedule
+        if schedule == "exponential" and (start <= 0 or end <= 0):
+            raise ValueError(f"an exponential schedule of {keyword} needs values > 0, got {start} -> {end}")
+        self.keyword, self.start, self.end, self.schedule = keyword, start, end, schedule
 
     def _set(self, state, model) -> None:
         if model is not None:
-            model.config.head_selection_temperature = temperature_at(
-                state.global_step, state.max_steps, self.start, self.end, self.schedule)
+            setattr(model.config, self.keyword, schedule_value(
+                state.global_step, state.max_steps, self.start, self.end, self.schedule))
 
     def on_train_begin(self, args, state, control, model=None, **kwargs):
         self._set(state, model)
 
     def on_step_begin(self, args, state, control, model=None, **kwargs):
         self._set(state, model)
+
+
+class TemperatureScheduleCallback(ConfigScheduleCallback):
+    """Anneal `config.head_selection_temperature` (see [`ConfigScheduleCallback`]); temperatures must be > 0."""
+
+    def __init__(self, start: float, end: float, schedule: str = "linear"):
+        if start <= 0 or end <= 0:
+            raise ValueError(f"temperatures must be > 0, got {start} -> {end}")
+        super().__init__("head_selection_temperature", start, end, schedule)
+
+
+class NoiseScheduleCallback(ConfigScheduleCallback):
+    """Anneal `config.head_selection_noise_scale` (see [`ConfigScheduleCallback`]), e.g. linearly from 1 (the
+    paper's sample: the selection explores) to 0 (the evaluation choice: the heads it keeps train alone); >= 0."""
+
+    def __init__(self, start: float, end: float, schedule: str = "linear"):
+        if start < 0 or end < 0:
+            raise ValueError(f"noise scales must be >= 0, got {start} -> {end}")
+        super().__init__("head_selection_noise_scale", start, end, schedule)
