@@ -214,17 +214,16 @@ def numpy_view(dataset, speech: bool):
 def schedule_callbacks(config, head_args: HeadSelectionArguments) -> list:
     """The temperature and noise-scale schedules the flags ask for, each starting from the model's config value."""
     callbacks = []
-    for name, final, flag, callback in (
-        ("temperature", head_args.final_temperature, "--final_temperature", TemperatureScheduleCallback),
-        ("noise", head_args.final_noise_scale, "--final_noise_scale", NoiseScheduleCallback),
+    for name, keyword, final_flag, callback in (
+        ("temperature", "head_selection_temperature", "final_temperature", TemperatureScheduleCallback),
+        ("noise", "head_selection_noise_scale", "final_noise_scale", NoiseScheduleCallback),
     ):
-        schedule = getattr(head_args, f"{name}_schedule")
+        schedule, final = getattr(head_args, f"{name}_schedule"), getattr(head_args, final_flag)
         if schedule == "constant":
             continue
         if final is None:
-            raise ValueError(f"--{name}_schedule needs {flag}")
-        start = config.head_selection_temperature if name == "temperature" else config.head_selection_noise_scale
-        callbacks.append(callback(float(start), final, schedule))
+            raise ValueError(f"--{name}_schedule needs --{final_flag}")
+        callbacks.append(callback(float(getattr(config, keyword)), final, schedule))
     return callbacks
 
 

@@ -201,7 +201,7 @@ class HeadSelSeq2SeqTrainer(Seq2SeqTrainer):
         self.append_selection_log()
         config = self.model.config
         logs = {"head_selection_temperature": float(config.head_selection_temperature),
-                "head_selection_noise_scale": float(getattr(config, "head_selection_noise_scale", 1.0))}
+                "head_selection_noise_scale": float(config.head_selection_noise_scale)}
         if self._kl_steps:
             logs["head_selection_kl"] = self._kl_sum / self._kl_steps
         if self._last_selection is not None:
