@@ -413,11 +413,8 @@ def test_the_paired_ratio_compares_each_round_with_its_own_stock_call():
 
 def write_recipe_run(folder: Path, loss: float, bleu: float, german: str) -> None:
     """A finished MT recipe run with its test scores and two predictions: en-es exact, en-de `german` for `Hello`."""
-    folder.mkdir(parents=True)
-    (folder / "predict_results.json").write_text(json.dumps({"predict_loss": loss, "predict_bleu": bleu}))
-    rows = [{"group": "en-es", "reference": "Hola mundo", "prediction": "Hola mundo"},
-            {"group": "en-de", "reference": "Hallo", "prediction": german}]
-    (folder / "generated_predictions.jsonl").write_text("\n".join(json.dumps(row) for row in rows) + "\n")
+    write_run(folder, {"predict_loss": loss, "predict_bleu": bleu},
+              [("en-es", "Hola mundo", "Hola mundo"), ("en-de", "Hallo", german)])
 
 
 def write_selection_record(folder: Path, changed: bool) -> None:

@@ -198,7 +198,6 @@ def test_temperature_schedules():
     assert model.config.head_selection_temperature == pytest.approx(3.0)
 
 
-
 def test_noise_schedule_anneals_the_noise_scale_to_zero():
     model = SimpleNamespace(config=SimpleNamespace(head_selection_noise_scale=1.0))
     callback = NoiseScheduleCallback(1.0, 0.0, "linear")
