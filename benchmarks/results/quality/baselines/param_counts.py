@@ -4,6 +4,7 @@ of the same experiment. The head-selection logits and adapters are counted in th
     python benchmarks/results/quality/baselines/param_counts.py outputs/benchmark/{asr_noise,st_noise,mt_why}
 """
 
+import math
 import sys
 from pathlib import Path
 
@@ -12,14 +13,7 @@ from safetensors import safe_open
 
 def parameter_count(model_file: Path) -> int:
     with safe_open(str(model_file), "pt") as tensors:
-        return sum(_numel(tensors.get_slice(name).get_shape()) for name in tensors.keys())
-
-
-def _numel(shape: list[int]) -> int:
-    count = 1
-    for size in shape:
-        count *= size
-    return count
+        return sum(math.prod(tensors.get_slice(name).get_shape()) for name in tensors.keys())
 
 
 for folder in map(Path, sys.argv[1:]):
