@@ -162,6 +162,30 @@ def test_parts_init_from_order_and_resume(tmp_path):
     assert calls == [tmp_path / "exp/runs/separate/seed10/tedx"]
 
 
+def test_systems_option_trains_only_those_and_their_sources(tmp_path):
+    """`--systems`: the named systems and what they start from are trained; the tables list every system, the
+    others as missing; an unknown name fails before anything trains."""
+    experiment = lanes_experiment(tmp_path)
+    scores = {"joint": {"tedx": 10.0}, "adapter": {"tedx": 12.0}, "group": {"tedx": 11.0}}
+    calls = []
+    with pytest.raises(ValueError, match="unknown system 'Nope'.*Joint"):
+        run_experiment(experiment, TASKS, fake_recipe(scores, calls), systems=["Adapter", "Nope"])
+    assert calls == []
+    assert [(r.system.name, r.seed) for r in plan_runs(experiment, ["Adapter"])] == [
+        ("Joint", 1), ("Joint", 2), ("Adapter", 1), ("Adapter", 2)]
+
+    results = run_experiment(experiment, TASKS, fake_recipe(scores, calls), systems=["Adapter"])
+    assert sorted(path.relative_to(tmp_path / "exp/runs").as_posix() for path in calls) == [
+        "adapter/seed1", "adapter/seed2", "joint/seed1", "joint/seed2"]
+    cells = {row["label"]: row["cells"] for row in results["tables"][0]["rows"]}
+    assert cells["Group"][0] == {"note": "missing"}
+    assert cells["Adapter"][0]["mean"] == 13.5  # seeds 1 and 2 add 1 and 2 to 12
+
+    calls.clear()
+    run_experiment(experiment, TASKS, fake_recipe(scores, calls))  # the rest, later: only Group is left
+    assert sorted(path.parent.name for path in calls) == ["group", "group"]
+
+
 def lanes_experiment(tmp_path):
     return parse_experiment({
         "recipe": "st", "output_dir": str(tmp_path / "exp"), "seeds": [1, 2], "budget": {"max_steps": 5},

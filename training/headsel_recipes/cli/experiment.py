@@ -4,6 +4,7 @@
     headsel-experiment training/experiments/offline/table2_asr.yaml
     headsel-experiment EXPERIMENT.yaml --tables_only      # re-read finished runs, print the tables
     headsel-experiment EXPERIMENT.yaml --dry_run          # list the runs to do, train nothing
+    headsel-experiment EXPERIMENT.yaml --systems Shared "Adapters"   # train only these (and their init_from)
 
 Every system gets the experiment's data, budget and seeds; finished runs are skipped, so an interrupted experiment
 resumes. `python training/run_experiment.py ...` runs the same. The file format and the layouts:
@@ -26,6 +27,9 @@ def parse_args(args: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--output_dir", help="the experiment folder (default: the file's output_dir)")
     parser.add_argument("--tables_only", action="store_true", help="train nothing; build the tables from the runs")
     parser.add_argument("--dry_run", action="store_true", help="write each run's config and list the runs to do")
+    parser.add_argument("--systems", nargs="+", metavar="NAME",
+                        help="train only these systems (and the systems they start from, `init_from`); the tables "
+                             "still list every system, the ones without runs as missing")
     return parser.parse_args(args)
 
 
@@ -34,7 +38,8 @@ def main(args: list[str] | None = None) -> dict | None:
     content (`None` for a dry run, or while other lanes still train)."""
     options = parse_args(args)
     experiment = load_experiment(options.experiment, options.output_dir)
-    return run_experiment(experiment, TASKS, run, tables_only=options.tables_only, dry_run=options.dry_run)
+    return run_experiment(experiment, TASKS, run, tables_only=options.tables_only, dry_run=options.dry_run,
+                          systems=options.systems)
 
 
 console = console_script(main)

@@ -14,7 +14,7 @@ import os
 import socket
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -38,14 +38,27 @@ class Run:
     output_dir: Path
 
 
-def plan_runs(experiment: Experiment) -> list[Run]:
-    """Every run of the experiment, sources of `init_from` first, seed by seed."""
+def plan_runs(experiment: Experiment, systems: Sequence[str] | None = None) -> list[Run]:
+    """Every run of the experiment, sources of `init_from` first, seed by seed; with `systems`, only the runs of
+    those systems and of the systems they start from (`init_from`, followed to the end)."""
+    chosen = {system.name for system in experiment.systems} if systems is None else with_sources(experiment, systems)
     return [
         Run(system, seed, part, run_dir(experiment, system, seed, part))
-        for system in training_order(experiment.systems)
+        for system in training_order(experiment.systems) if system.name in chosen
         for seed in experiment.seeds
         for part in (list(system.parts) or [None])
     ]
+
+
+def with_sources(experiment: Experiment, systems: Sequence[str]) -> set[str]:
+    """The named systems and every system they start from; an unknown name is a `ValueError` listing the systems."""
+    chosen: set[str] = set()
+    for name in systems:
+        system = experiment.system(name)
+        while system is not None and system.name not in chosen:
+            chosen.add(system.name)
+            system = experiment.system(system.init_from) if system.init_from is not None else None
+    return chosen
 
 
 def run_flags(experiment: Experiment, run: Run) -> dict:
@@ -150,7 +163,7 @@ def source_finished(experiment: Experiment, run: Run) -> bool:
 
 
 def train_all(experiment: Experiment, task: RecipeTask, runner: RecipeRunner, dry_run: bool = False,
-              poll_seconds: float = 30.0) -> list[Run]:
+              poll_seconds: float = 30.0, systems: Sequence[str] | None = None) -> list[Run]:
     """Run every run whose results file does not exist yet, in-process, one after the other. Each run's flags are
     written to `run_config.json` in its folder and the recipe reads that file, so
     `headsel-train <recipe> <run folder>/run_config.json` repeats a run exactly. A dry run writes the files,
@@ -159,8 +172,9 @@ def train_all(experiment: Experiment, task: RecipeTask, runner: RecipeRunner, dr
     Lanes: the same experiment started N times (on one machine, or on machines sharing the folder) trains in N lanes.
     A lane claims a run before training it (`lane.claim` in the run folder, created exclusively), skips runs other
     live lanes hold, and waits (`poll_seconds`) for a run whose `init_from` source another lane is still training.
-    A claim left by a stopped lane on this machine is taken over."""
-    runs = plan_runs(experiment)
+    A claim left by a stopped lane on this machine is taken over. With `systems`, only those systems' runs (and
+    their `init_from` sources') are trained."""
+    runs = plan_runs(experiment, systems)
     todo = [run for run in runs if not results_file(experiment, run).exists()]
     logger.info("experiment %s: %d runs, %d done, %d to train", experiment.name, len(runs), len(runs) - len(todo),
                 len(todo))
@@ -197,14 +211,19 @@ def run_config_path(experiment: Experiment, run: Run) -> Path:
 
 
 def run_experiment(experiment: Experiment, tasks: dict[str, RecipeTask], runner: RecipeRunner,
-                   tables_only: bool = False, dry_run: bool = False) -> dict | None:
-    """Train what is missing (unless `tables_only`), then report (`None` while other lanes still train). `tasks`
-    maps recipe names to their [`RecipeTask`]; `runner` is `headsel_recipes.recipe.run` (or a stand-in in tests)."""
+                   tables_only: bool = False, dry_run: bool = False,
+                   systems: Sequence[str] | None = None) -> dict | None:
+    """Train what is missing (unless `tables_only`; with `systems`, only those systems and their `init_from`
+    sources), then report every system, runs not trained as missing (`None` while other lanes still train).
+    `tasks` maps recipe names to their [`RecipeTask`]; `runner` is `headsel_recipes.recipe.run` (or a stand-in in
+    tests)."""
     if experiment.recipe not in tasks:
         raise ValueError(f"unknown recipe {experiment.recipe!r}; the recipes are {sorted(tasks)}")
     task = tasks[experiment.recipe]
+    if systems is not None:
+        with_sources(experiment, systems)  # an unknown name fails here, before any training
     if not tables_only:
-        train_all(experiment, task, runner, dry_run)
+        train_all(experiment, task, runner, dry_run, systems=systems)
     if dry_run:
         return None
     if not tables_only and any(Lane().held_by_another(run) for run in plan_runs(experiment)):
