@@ -10,8 +10,11 @@ from pathlib import Path
 
 import pytest
 import torch
+from transformers import Speech2TextTokenizer
 
-import overhead  # benchmarks/ is on the test path (`pythonpath` in setup.cfg)
+import benchmark_tokenizers  # benchmarks/ is on the test path (`pythonpath` in setup.cfg)
+import overhead
+from headsel_recipes.tokenizer import task_tag_ids
 from hf_headsel import COMPONENTS
 
 
@@ -477,3 +480,22 @@ def test_demo_seeds_pairs_the_systems_run_by_run_and_reads_what_the_selection_le
         with pytest.raises(SystemExit):
             demo_seeds.main(argv)
         assert message in capsys.readouterr().err
+
+
+def test_benchmark_tokenizers_have_every_task_tag_as_one_piece_and_are_built_once(tmp_path):
+    corpus, out = tmp_path / "corpus", tmp_path / "tokenizers"
+    with pytest.raises(SystemExit, match="no asr training manifests"):
+        benchmark_tokenizers.main(["--corpus", str(corpus), "--output_dir", str(out), "--kinds", "asr"])
+    folder = corpus / "speech" / "asr"
+    folder.mkdir(parents=True)
+    for task in benchmark_tokenizers.KINDS["asr"][1]:
+        rows = [f"{task}-{i}\tclip.wav\t16000\twords of {task} number {i}" for i in range(20)]
+        (folder / f"train_{task}_{task}_django.tsv").write_text("id\taudio\tn_frames\ttgt_text\n" + "\n".join(rows))
+    benchmark_tokenizers.main(["--corpus", str(corpus), "--output_dir", str(out), "--kinds", "asr"])
+    tokenizer = Speech2TextTokenizer.from_pretrained(str(out / "asr"))
+    tasks = benchmark_tokenizers.KINDS["asr"][1]
+    assert len(set(task_tag_ids(tokenizer, "lang", tasks).values())) == len(tasks)  # what --task_tag needs
+    assert "<lang:fr>" in tokenizer.tokenize("<lang:fr> words")
+    built = (out / "asr" / "vocab.json").stat().st_mtime_ns
+    benchmark_tokenizers.main(["--corpus", str(corpus), "--output_dir", str(out), "--kinds", "asr"])
+    assert (out / "asr" / "vocab.json").stat().st_mtime_ns == built  # there already: not built again
