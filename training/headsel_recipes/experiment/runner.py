@@ -220,8 +220,6 @@ def run_experiment(experiment: Experiment, tasks: dict[str, RecipeTask], runner:
     if experiment.recipe not in tasks:
         raise ValueError(f"unknown recipe {experiment.recipe!r}; the recipes are {sorted(tasks)}")
     task = tasks[experiment.recipe]
-    if systems is not None:
-        with_sources(experiment, systems)  # an unknown name fails here, before any training
     if not tables_only:
         train_all(experiment, task, runner, dry_run, systems=systems)
     if dry_run:

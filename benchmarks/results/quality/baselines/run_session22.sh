@@ -1,6 +1,7 @@
 #!/bin/bash
-# Session 22: the parameter-matched adapters and head selection plus adapters (the systems after "Session 21" in
-# asr.yaml and mt.yaml), paired by seed with Shared, Group without the noise and the adapters trained with the model.
+# Session 22: the parameter-matched adapters and head selection plus adapters (the systems after "Sessions
+# 21-22" in asr.yaml and mt.yaml), paired by seed with Shared, Group without the noise and the adapters trained with
+# the model.
 # Session 21 ran them but was cut off before anything was committed, and its runs were lost with its machine: on a
 # fresh machine only these systems train (`--systems`), so Shared and the two others are trained again; their scores
 # are checked against the ones recorded in {asr,mt}_results.json (same code, same seeds). Alone on the 2-core
