@@ -14,7 +14,8 @@ from pathlib import Path
 
 from safetensors import safe_open
 
-ADAPTER_UP = "task_adapter.up_weight"
+ADAPTER = "task_adapter."
+ADAPTER_UP = ADAPTER + "up_weight"
 
 
 def parameter_counts(model_file: Path) -> tuple[int, int]:
@@ -24,8 +25,8 @@ def parameter_counts(model_file: Path) -> tuple[int, int]:
         used_sets = {name[: -len(ADAPTER_UP)]: (tensors.get_tensor(name).flatten(1) != 0).any(1).sum().item()
                      for name in shapes if name.endswith(ADAPTER_UP)}
     total = sum(math.prod(shape) for shape in shapes.values())
-    unused = sum(math.prod(shape[1:]) * (shape[0] - used_sets[prefix])
-                 for name, shape in shapes.items() for prefix in used_sets if name.startswith(prefix + "task_adapter."))
+    unused = sum(math.prod(shape[1:]) * (shape[0] - used_sets[name.split(ADAPTER)[0]])
+                 for name, shape in shapes.items() if ADAPTER in name)
     return total, total - unused
 
 
