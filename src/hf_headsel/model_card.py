@@ -15,7 +15,6 @@ from __future__ import annotations
 import json
 import re
 import shutil
-import sys
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -165,10 +164,11 @@ def results_table(records: list[MetricRecord]) -> tuple[list[str], list[dict]]:
 
 
 def template_path() -> Path:
-    """The card template: `model_cards/` of the source tree, else `<prefix>/share/hf_headsel/model_cards/`."""
+    """The card template: `model_cards/` of the source tree (a checkout, an editable install), else the copy a wheel
+    installs as `hf_headsel/model_cards/` (setup.cfg's package data)."""
     candidates = [
         PACKAGE_DIR.parents[1] / "model_cards" / TEMPLATE_NAME,
-        Path(sys.prefix) / "share" / "hf_headsel" / "model_cards" / TEMPLATE_NAME,
+        PACKAGE_DIR / "model_cards" / TEMPLATE_NAME,
     ]
     for candidate in candidates:
         if candidate.is_file():

@@ -197,8 +197,9 @@ def check_checkpoint(settings: DemoSettings) -> None:
     """Fail before any training when the starting checkpoint is missing or is not a stock Marian model."""
     config = settings.checkpoint / "config.json"
     if not config.is_file():
-        raise FileNotFoundError(f"no checkpoint in {settings.checkpoint}: the shipped one is "
-                                f"{CHECKPOINT_DIR}; `make demo-checkpoint` retrains it")
+        raise FileNotFoundError(f"no checkpoint in {settings.checkpoint}: the shipped one is the repository's "
+                                "training/demo_checkpoint/o2m_shared/ (not part of the wheel: run from a checkout or "
+                                "pass --checkpoint DIR); `make demo-checkpoint` retrains it")
     model_type = json.loads(config.read_text(encoding="utf-8")).get("model_type")
     if model_type != "marian":
         raise ValueError(f"{settings.checkpoint} holds a {model_type!r} model: the demo starts from a stock Marian "
