@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import sys
 from pathlib import Path
@@ -499,3 +500,26 @@ def test_benchmark_tokenizers_have_every_task_tag_as_one_piece_and_are_built_onc
     built = (out / "asr" / "vocab.json").stat().st_mtime_ns
     benchmark_tokenizers.main(["--corpus", str(corpus), "--output_dir", str(out), "--kinds", "asr"])
     assert (out / "asr" / "vocab.json").stat().st_mtime_ns == built  # there already: not built again
+
+
+def test_selection_changes_counts_choices_moved_since_the_first_snapshot(tmp_path, capsys):
+    path = Path(__file__).resolve().parents[1] / "benchmarks/results/quality/baselines/selection_changes.py"
+    spec = importlib.util.spec_from_file_location("selection_changes", path)  # a results folder's script
+    selection_changes = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(selection_changes)
+
+    def write_log(run: Path, *selections: dict) -> None:
+        run.mkdir(parents=True)
+        lines = [json.dumps({"step": 10 * i, "selections": s}) for i, s in enumerate(selections)]
+        (run / "head_selection_log.jsonl").write_text("\n".join(lines) + "\n")
+
+    start = {"decoder_self": {"fr": [[0, 1, 2, 7], [4, 5, 2, 3]], "it": [[4, 5, 6, 3], [0, 1, 6, 7]]}}
+    moved = {"decoder_self": {"fr": [[0, 5, 2, 7], [4, 5, 2, 3]], "it": [[4, 5, 6, 3], [0, 1, 2, 3]]}}
+    write_log(tmp_path / "exp/runs/group/seed1", start, start, moved)
+    write_log(tmp_path / "exp/runs/group/seed2", start)
+    write_log(tmp_path / "exp/runs/adapters/seed1", {"decoder_self": {"fr": [[0, 1, 2, 3]], "it": [[0, 1, 2, 3]]}})
+    assert selection_changes.net_changes(tmp_path / "exp/runs/group/seed1/head_selection_log.jsonl") == (
+        20, {"decoder_self": (3, 16)})
+    selection_changes.main([str(tmp_path / "exp")])
+    rows = capsys.readouterr().out.splitlines()[2:]
+    assert rows == ["| exp | group | 1 | 20 | decoder_self: 3 / 16 |", "| exp | group | 2 | 0 | decoder_self: 0 / 16 |"]
