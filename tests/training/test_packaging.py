@@ -21,13 +21,19 @@ def setup_options() -> configparser.ConfigParser:
     return config
 
 
-def test_every_package_folder_is_listed():
-    """`packages` is an explicit list (setup.cfg's `find:` searches one folder); a new subpackage must be added."""
-    config = setup_options()
-    roots = {}  # package name ("" for the root of the top-level packages) -> folder
+def package_roots(config: configparser.ConfigParser) -> dict[str, Path]:
+    """setup.cfg's `package_dir`: package name ("" for the root of the top-level packages) -> folder."""
+    roots = {}
     for line in config["options"]["package_dir"].strip().splitlines():
         name, _, folder = (part.strip() for part in line.partition("="))
         roots[name] = ROOT / folder
+    return roots
+
+
+def test_every_package_folder_is_listed():
+    """`packages` is an explicit list (setup.cfg's `find:` searches one folder); a new subpackage must be added."""
+    config = setup_options()
+    roots = package_roots(config)
     found = {
         ".".join(part for part in (name, *init.parent.relative_to(folder).parts) if part)
         for name, folder in roots.items() for init in folder.rglob("__init__.py")
@@ -89,12 +95,12 @@ def test_the_wheel_installs_everything_the_packages_read(tmp_path):
     """Build the wheel as `pip wheel .` does (from a copy of the sources, so the checkout gets no build folder), install
     it into an empty folder and use it from there: imports, the model card, remote code, the corpus snapshot."""
     source = tmp_path / "source"
+    source.mkdir()
     for name in ("setup.cfg", "pyproject.toml", "README.md"):
-        (source / name).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy(ROOT / name, source / name)
     skip = shutil.ignore_patterns("__pycache__", "*.egg-info")
-    for folder in ("src", "model_cards", "training/headsel_recipes", "training/offline_corpus"):
-        shutil.copytree(ROOT / folder, source / folder, ignore=skip)
+    for folder in package_roots(setup_options()).values():  # every folder setup.cfg builds from
+        shutil.copytree(folder, source / folder.relative_to(ROOT), ignore=skip)
     pip = [sys.executable, "-m", "pip", "--disable-pip-version-check", "-q"]
     subprocess.run([*pip, "wheel", "--no-deps", "--no-build-isolation", "-w", str(tmp_path / "dist"), str(source)],
                    check=True, cwd=tmp_path)
