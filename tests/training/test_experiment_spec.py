@@ -12,7 +12,7 @@ import yaml
 
 from headsel_recipes.cli.experiment import main as run_experiment_command
 from headsel_recipes.experiment.runner import plan_runs
-from headsel_recipes.experiment.spec import parse_experiment
+from headsel_recipes.experiment.spec import load_experiment, parse_experiment
 
 
 @pytest.mark.parametrize(
@@ -58,5 +58,80 @@ def test_shipped_experiments_parse_and_their_run_flags_are_recipe_flags(path, tm
         monkeypatch.setattr(transformers.training_args, "is_torch_bf16_gpu_available", lambda: True)
     assert run_experiment_command([str(path), "--dry_run", "--output_dir", str(tmp_path)]) is None  # parses every run
     listed = capsys.readouterr().out.splitlines()
-    experiment = parse_experiment(yaml.safe_load(path.read_text()), tmp_path)
+    experiment = load_experiment(path, tmp_path)
     assert len(listed) == len(plan_runs(experiment)) >= 4
+
+
+RECORDED_EXPERIMENTS = sorted((EXPERIMENTS_DIR.parents[1] / "benchmarks" / "results").glob("**/*.yaml"))
+
+
+@pytest.mark.parametrize("path", RECORDED_EXPERIMENTS, ids=lambda path: f"{path.parent.name}/{path.stem}")
+def test_recorded_experiments_still_load(path):
+    """The experiment files beside the benchmark results (some `extends` others) are what reruns them."""
+    assert load_experiment(path).systems
+
+
+def write_yaml(path: Path, values: dict) -> Path:
+    path.write_text(yaml.safe_dump(values, sort_keys=False))
+    return path
+
+
+BASE = {
+    "name": "base", "recipe": "mt", "output_dir": "out/base", "seeds": [1, 2],
+    "flags": {"vocab_size": 1000, "use_cpu": True, "config_overrides": "d_model=64"},
+    "budget": {"max_steps": 1000, "learning_rate": 0.005},
+    "groups": {"high": ["en-de"], "low": ["en-ar"]},
+    "systems": [{"name": "Shared", "flags": {"shared_baseline": True}},
+                {"name": "Adapters", "init_from": "Shared", "flags": {"task_adapter_dim": 32}},
+                {"name": "Group", "flags": {"head_selection_strategy": "group"},
+                 "sweep": {"label": "H'", "values": [8, 16], "flags": ["total_decoder_attention_heads"]}}],
+    "tables": ["avg_high_low"],
+}
+
+
+def test_extends_merges_the_settings_and_picks_the_systems(tmp_path):
+    write_yaml(tmp_path / "base.yaml", BASE)
+    (tmp_path / "longer").mkdir()
+    path = write_yaml(tmp_path / "longer" / "longer.yaml", {
+        "extends": "../base.yaml", "output_dir": "out/longer",
+        "flags": {"use_cpu": None, "bf16": True}, "budget": {"max_steps": 3000},
+        "systems": ["Shared", "Adapters", "Group", {"name": "Subset", "flags": {"head_selection_strategy": "subset"}}],
+    })
+    base, longer = load_experiment(tmp_path / "base.yaml"), load_experiment(path)
+    assert longer.flags == {"vocab_size": 1000, "config_overrides": "d_model=64", "bf16": True}
+    assert longer.budget == {"max_steps": 3000, "learning_rate": 0.005}
+    assert longer.output_dir == Path("out/longer")
+    assert (longer.name, longer.seeds, longer.groups, longer.tables) == (base.name, base.seeds, base.groups, base.tables)
+    assert longer.systems[:4] == base.systems  # taken whole: init_from, flags and the sweep's expansion
+    assert [system.name for system in longer.systems] == ["Shared", "Adapters", "Group (H'=8)", "Group (H'=16)",
+                                                          "Subset"]
+    # A chain: a file may extend a file that extends another.
+    chained = write_yaml(tmp_path / "chained.yaml", {"extends": "longer/longer.yaml", "seeds": [3],
+                                                     "systems": ["Shared"]})
+    experiment = load_experiment(chained)
+    assert (experiment.seeds, experiment.budget["max_steps"], [s.name for s in experiment.systems]) == ([3], 3000,
+                                                                                                      ["Shared"])
+
+
+@pytest.mark.parametrize(
+    "changes, rule",
+    [
+        ({"systems": ["Subset"]}, r"system 'Subset' is not a system of the file it extends; its systems are "
+                                  r"\['Shared', 'Adapters', 'Group'\]"),
+        ({"systems": ["Adapters"]}, "init_from 'Shared' is not a system"),
+        ({"budget": {"max_steps": 3000}}, "keeps its output_dir 'out/base'"),
+        ({"flags": {"use_cpu": None}}, "changes the flags of the file it extends"),
+        ({"extends": "missing.yaml"}, r"`extends: missing.yaml` is not a file"),
+        ({"extends": "child.yaml"}, "`extends` makes a cycle"),
+    ],
+)
+def test_extends_names_the_rule_a_file_breaks(changes, rule, tmp_path):
+    write_yaml(tmp_path / "base.yaml", BASE)
+    path = write_yaml(tmp_path / "child.yaml", {"extends": "base.yaml", **changes})
+    with pytest.raises(ValueError, match=rule):
+        load_experiment(path)
+
+
+def test_extends_needs_the_file_it_is_read_from(tmp_path):
+    with pytest.raises(ValueError, match="read the file with load_experiment"):
+        parse_experiment({"extends": "base.yaml", **BASE})

@@ -33,6 +33,20 @@ tables:
   - layout: avg_high_low
 ```
 
+A file may start from another: `extends: mt.yaml` (a path relative to the file's folder) takes that file's
+experiment and changes it. `flags`, `budget` and `groups` are merged key by key (a `null` removes the base's key);
+`systems` lists the systems, each either the name of a system of the base file (taken as that file defines it) or a
+system of its own; every other key given replaces the base's. A file that changes the base's `flags` or `budget` sets
+its own `output_dir`, so that runs trained with different settings never share a folder:
+
+```yaml
+extends: mt.yaml
+name: "MT at three times the updates"
+output_dir: outputs/benchmark/mt_3000_updates
+budget: {max_steps: 3000}
+systems: [Shared, Group]
+```
+
 Every run gets the same flags but its system's, the same budget and, per seed, the same `seed` / `data_seed`: the
 systems see identical data in identical order. A run is `output_dir/runs/<system>/seed<seed>[/<part>]`; it is skipped
 when its results file already exists, so an interrupted experiment resumes where it stopped. A system with `parts`
@@ -70,6 +84,8 @@ RUN_KEYS = ("output_dir", "seed", "data_seed", "model_name_or_path")
 EXPERIMENT_KEYS = {"name", "recipe", "output_dir", "seeds", "split", "flags", "budget", "groups", "systems", "tables",
                    "metric"}
 SYSTEM_KEYS = {"name", "flags", "labels", "init_from", "parts", "zero_shot", "sweep"}
+# The keys a file that `extends` another merges key by key into the base's instead of replacing them.
+MERGED_KEYS = ("flags", "budget", "groups")
 
 
 @dataclass
@@ -143,16 +159,75 @@ def slugify(name: str) -> str:
 
 
 def load_experiment(path: str | Path, output_dir: str | Path | None = None) -> Experiment:
-    """Read and check an experiment YAML file. `output_dir` overrides the file's (relative paths in the file are
-    taken as they are, from the working directory)."""
-    values = yaml.safe_load(Path(path).read_text())
+    """Read and check an experiment YAML file, the file it `extends` resolved. `output_dir` overrides the file's
+    (relative paths in the file are taken as they are, from the working directory; `extends` from the file's
+    folder)."""
+    return parse_experiment(read_experiment_file(Path(path)), output_dir)
+
+
+def read_experiment_file(path: Path, extended_by: tuple[Path, ...] = ()) -> dict:
+    """The mapping of an experiment file, with the chain of files it `extends` resolved ([`extend`])."""
+    if path.resolve() in extended_by:
+        chain = " -> ".join(str(p) for p in (*extended_by, path.resolve()))
+        raise ValueError(f"`extends` makes a cycle: {chain}")
+    values = yaml.safe_load(path.read_text())
     if not isinstance(values, dict):
         raise ValueError(f"{path}: an experiment file is a YAML mapping")
-    return parse_experiment(values, output_dir)
+    base_name = values.pop("extends", None)
+    if base_name is None:
+        return values
+    base_path = path.parent / str(base_name)
+    if not base_path.is_file():
+        raise ValueError(f"{path}: `extends: {base_name}` is not a file (the path is taken from {path.parent})")
+    try:
+        return extend(read_experiment_file(base_path, (*extended_by, path.resolve())), values)
+    except ValueError as error:
+        raise ValueError(f"{path}: {error}") from None
+
+
+def extend(base: dict, changes: dict) -> dict:
+    """The mapping of an experiment file `base`, changed by the mapping of a file that extends it: `flags`,
+    `budget` and `groups` merged key by key (`null` removes a key), `systems` picked by name from the base or given
+    whole, every other key replaced."""
+    values = {**base, **{key: value for key, value in changes.items() if key not in MERGED_KEYS + ("systems",)}}
+    for key in MERGED_KEYS:
+        if key in changes:
+            values[key] = merge_mapping(base.get(key) or {}, changes[key] or {})
+    if "systems" in changes:
+        values["systems"] = [base_system(base, item) if isinstance(item, str) else item for item in changes["systems"]]
+    changed = [key for key in ("flags", "budget") if values.get(key) != base.get(key)]
+    if changed and base.get("output_dir") is not None and values.get("output_dir") == base.get("output_dir"):
+        raise ValueError(f"it changes the {' and '.join(changed)} of the file it extends but keeps its output_dir "
+                         f"{base.get('output_dir')!r}: runs with different settings would share run folders (and "
+                         "finished ones be skipped); give it its own `output_dir`")
+    return values
+
+
+def merge_mapping(base: dict, changes: dict) -> dict:
+    """`base` with the keys of `changes` set, those set to `None` removed."""
+    merged = dict(base)
+    for key, value in changes.items():
+        if value is None:
+            merged.pop(key, None)
+        else:
+            merged[key] = value
+    return merged
+
+
+def base_system(base: dict, name: str) -> dict:
+    """The system named `name` in the base file's `systems` (a sweep by its own name, before it is expanded)."""
+    for item in base.get("systems") or []:
+        if isinstance(item, dict) and item.get("name") == name:
+            return item
+    names = [item.get("name") for item in base.get("systems") or [] if isinstance(item, dict)]
+    raise ValueError(f"system {name!r} is not a system of the file it extends; its systems are {names}")
 
 
 def parse_experiment(values: dict, output_dir: str | Path | None = None) -> Experiment:
     """An [`Experiment`] from the mapping of an experiment file; a `ValueError` names the rule a file breaks."""
+    if "extends" in values:
+        raise ValueError("`extends` names a file from the extending file's folder: read the file with "
+                         "load_experiment(path)")
     unknown = set(values) - EXPERIMENT_KEYS
     if unknown:
         raise ValueError(f"unknown experiment keys {sorted(unknown)}; the keys are {sorted(EXPERIMENT_KEYS)}")
