@@ -11,12 +11,12 @@ from pathlib import Path
 
 import pytest
 import torch
-from transformers import Speech2TextTokenizer
+from transformers import MarianConfig, Speech2TextTokenizer
 
 import benchmark_tokenizers  # benchmarks/ is on the test path (`pythonpath` in setup.cfg)
 import overhead
 from headsel_recipes.tokenizer import task_tag_ids
-from hf_headsel import COMPONENTS
+from hf_headsel import COMPONENTS, HeadSelMarianConfig
 
 
 def test_overhead_quick_run_checks_the_all_candidates_baseline(tmp_path, capsys):
@@ -508,16 +508,25 @@ def test_selection_changes_counts_choices_moved_since_the_first_snapshot(tmp_pat
     selection_changes = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(selection_changes)
 
-    def write_log(run: Path, *selections: dict) -> None:
+    def write_run(run: Path, candidates: int | None, *selections: dict) -> None:
+        """A run folder: the saved config (`None`: the stock model) and the selection log."""
         run.mkdir(parents=True)
+        sizes = dict(vocab_size=16, d_model=16, encoder_layers=1, decoder_layers=2, encoder_attention_heads=4,
+                     decoder_attention_heads=4, encoder_ffn_dim=8, decoder_ffn_dim=8)
+        config = MarianConfig(**sizes) if candidates is None else HeadSelMarianConfig(
+            **sizes, decoder_tasks=["fr", "it"], head_selection_components=["decoder_self"],
+            total_decoder_attention_heads=candidates)
+        config.save_pretrained(run)
         lines = [json.dumps({"step": 10 * i, "selections": s}) for i, s in enumerate(selections)]
         (run / "head_selection_log.jsonl").write_text("\n".join(lines) + "\n")
 
     start = {"decoder_self": {"fr": [[0, 1, 2, 7], [4, 5, 2, 3]], "it": [[4, 5, 6, 3], [0, 1, 6, 7]]}}
     moved = {"decoder_self": {"fr": [[0, 5, 2, 7], [4, 5, 2, 3]], "it": [[4, 5, 6, 3], [0, 1, 2, 3]]}}
-    write_log(tmp_path / "exp/runs/group/seed1", start, start, moved)
-    write_log(tmp_path / "exp/runs/group/seed2", start)
-    write_log(tmp_path / "exp/runs/adapters/seed1", {"decoder_self": {"fr": [[0, 1, 2, 3]], "it": [[0, 1, 2, 3]]}})
+    lowest = {"decoder_self": {"fr": [[0, 1, 2, 3], [0, 1, 2, 3]], "it": [[0, 1, 2, 3], [0, 1, 2, 3]]}}
+    write_run(tmp_path / "exp/runs/group/seed1", 8, start, start, moved)
+    write_run(tmp_path / "exp/runs/group/seed2", 8, lowest)  # a choice, though every task holds its lowest heads
+    write_run(tmp_path / "exp/runs/adapters/seed1", 4, lowest)  # H' = H: nothing to choose
+    write_run(tmp_path / "exp/runs/shared/seed1", None, lowest)
     assert selection_changes.net_changes(tmp_path / "exp/runs/group/seed1/head_selection_log.jsonl") == (
         20, {"decoder_self": (3, 16)})
     selection_changes.main([str(tmp_path / "exp")])
