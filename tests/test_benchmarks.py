@@ -285,6 +285,30 @@ def test_quality_tables_score_characters_per_task_and_average_over_seeds(tmp_pat
         quality_tables.supplementary_table(tmp_path / "empty")
 
 
+def test_quality_plot_pairs_losses_by_seed_and_draws_the_panels(tmp_path, capsys):
+    import quality_plot
+
+    rows = [("en-de", "Das ist gut.", "Das ist gut.")]
+    losses = {"shared": {1: 4.0, 2: 4.2, 3: 4.1}, "group": {1: 3.9, 2: 4.0}, "adapters": {3: 4.3}}
+    for system, by_seed in losses.items():
+        for seed, loss in by_seed.items():
+            write_run(tmp_path / "mt" / "runs" / system / f"seed{seed}", {"predict_loss": loss}, rows)
+    (tmp_path / "mt" / "runs" / "group" / "seed3").mkdir()  # not finished: left out
+    assert quality_plot.paired_differences(tmp_path / "mt", "group", "shared") == pytest.approx(
+        {"seed1": -0.1, "seed2": -0.2})
+    output = tmp_path / "plot.png"
+    differences = quality_plot.main(["--panel", "MT", str(tmp_path / "mt"), "--system", "group", "Group",
+                                     "--system", "adapters", "Adapters", "--system", "subset", "Subset",
+                                     "--output", str(output)])
+    assert list(differences["MT"]) == ["Group", "Adapters"]  # no finished subset run: not drawn
+    printed = capsys.readouterr().out
+    assert "| Group | -0.150 ± 0.071 (2) |" in printed and "| Adapters | +0.200 ± 0.000 (1) |" in printed
+    assert output.read_bytes().startswith(b"\x89PNG")
+    with pytest.raises(ValueError, match="no finished run of the reference 'stock'"):
+        quality_plot.main(["--panel", "MT", str(tmp_path / "mt"), "--system", "group", "Group", "--reference",
+                           "stock"])
+
+
 def test_recipe_curves_read_loss_selection_changes_and_logit_range(marian, tmp_path):
     import recipe_curves
     import torch

@@ -1,0 +1,120 @@
+# Copyright 2026 The hf-headsel authors. Licensed under the Apache License, Version 2.0.
+"""One picture of the quality comparisons: each system's test cross-entropy minus a reference system's, paired seed
+by seed, one panel per experiment (a task at a budget).
+
+    python benchmarks/quality_plot.py --reference shared \\
+        --panel "ASR, 200 updates" outputs/benchmark/asr_noise --panel "MT, 1,000 updates" outputs/benchmark/mt_why \\
+        --system group "Group (the paper's recipe)" --system group_no_sampling_noise_ablation "Group, no noise" \\
+        --output benchmarks/results/quality/head_selection_against_shared.png
+
+Every seed is a dot, the mean over seeds a bar with the sample standard deviation; below zero the system is ahead
+of the reference. Systems are run folders (`runs/<system>/seed*/`); a system without finished runs in a panel is
+left out of that panel. The differences are printed as a Markdown table too (what `quality_tables.py
+--paired_with` gives for the loss).
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+from pathlib import Path
+
+from headsel_recipes.results_keys import loss_key, read_results, results_path
+
+
+def seed_losses(experiment_folder: Path, system: str) -> dict[str, float]:
+    """`{seed folder: test loss}` of the finished runs of one system."""
+    runs = sorted((experiment_folder / "runs" / system).glob("seed*"))
+    return {run.name: read_results(run, "predict")[loss_key("predict")] for run in runs
+            if results_path(run, "predict").exists()}
+
+
+def paired_differences(experiment_folder: Path, system: str, reference: str) -> dict[str, float]:
+    """`{seed folder: system's test loss - reference's}` over the seeds both finished."""
+    losses, reference_losses = seed_losses(experiment_folder, system), seed_losses(experiment_folder, reference)
+    if not reference_losses:
+        raise ValueError(f"{experiment_folder}: no finished run of the reference {reference!r}")
+    return {seed: losses[seed] - reference_losses[seed] for seed in sorted(set(losses) & set(reference_losses))}
+
+
+def collect(panels: list[tuple[str, Path]], systems: list[tuple[str, str]], reference: str
+            ) -> dict[str, dict[str, dict[str, float]]]:
+    """`{panel title: {system label: {seed: difference}}}`, systems without a paired seed left out."""
+    return {title: {label: differences for folder, label in systems
+                    if (differences := paired_differences(experiment, folder, reference))}
+            for title, experiment in panels}
+
+
+def drawn_labels(differences: dict[str, dict[str, dict[str, float]]], labels: list[str]) -> list[str]:
+    """The system labels, in the order given, that have a paired seed in some panel."""
+    return [label for label in labels if any(label in by_system for by_system in differences.values())]
+
+
+def table(differences: dict[str, dict[str, dict[str, float]]], labels: list[str], reference: str) -> str:
+    """A Markdown table: systems as rows, panels as columns, `mean ± std (seeds)` of the paired differences."""
+    labels = drawn_labels(differences, labels)
+    lines = [f"| test cross-entropy minus {reference}'s, paired by seed | " + " | ".join(differences) + " |",
+             "|---|" + "---:|" * len(differences)]
+    for label in labels:
+        cells = []
+        for by_system in differences.values():
+            values = list(by_system.get(label, {}).values())
+            spread = statistics.stdev(values) if len(values) > 1 else 0.0
+            cells.append(f"{statistics.mean(values):+.3f} ± {spread:.3f} ({len(values)})" if values else "–")
+        lines.append(f"| {label} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def plot(differences: dict[str, dict[str, dict[str, float]]], labels: list[str], reference: str,
+         output: Path) -> None:
+    """The panels side by side, sharing the y axis; every system keeps its place and colour in every panel."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    labels = drawn_labels(differences, labels)
+    colours = {label: f"C{i}" for i, label in enumerate(labels)}
+    figure, axes = plt.subplots(1, len(differences), figsize=(2.6 * len(differences) + 1.2, 4.2), sharey=True,
+                                squeeze=False)
+    for axis, (title, by_system) in zip(axes[0], differences.items()):
+        for position, label in enumerate(labels):
+            values = list(by_system.get(label, {}).values())
+            if not values:
+                continue
+            spread = statistics.stdev(values) if len(values) > 1 else 0.0
+            axis.bar(position, statistics.mean(values), yerr=spread, color=colours[label], alpha=0.55, capsize=3)
+            axis.scatter([position] * len(values), values, color="black", s=9, zorder=3)
+        axis.axhline(0.0, color="grey", linewidth=0.8)
+        axis.set_title(title, fontsize=10)
+        axis.set_xticks([])
+    axes[0][0].set_ylabel(f"test cross-entropy minus {reference}'s (nats)\nbelow 0: better than {reference}")
+    figure.legend([plt.Rectangle((0, 0), 1, 1, color=colours[label], alpha=0.55) for label in labels], labels,
+                  loc="lower center", ncol=min(len(labels), 3), fontsize=8, frameon=False)
+    figure.tight_layout(rect=(0, 0.06 + 0.04 * ((len(labels) - 1) // 3), 1, 1))
+    output.parent.mkdir(parents=True, exist_ok=True)
+    figure.savefig(output, dpi=120)
+    plt.close(figure)
+
+
+def main(args: list[str] | None = None) -> dict[str, dict[str, dict[str, float]]]:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--panel", nargs=2, action="append", required=True, metavar=("TITLE", "EXPERIMENT"),
+                        help="a panel: its title and an experiment output folder (repeat for more)")
+    parser.add_argument("--system", nargs=2, action="append", required=True, metavar=("FOLDER", "LABEL"),
+                        help="a system: its run folder name and its label in the plot (repeat for more)")
+    parser.add_argument("--reference", default="shared", help="the run folder every system is paired with")
+    parser.add_argument("--output", type=Path, help="where to write the PNG (default: print the table only)")
+    options = parser.parse_args(args)
+    labels = [label for _, label in options.system]
+    differences = collect([(title, Path(folder)) for title, folder in options.panel],
+                          [(folder, label) for folder, label in options.system], options.reference)
+    print(table(differences, labels, options.reference))
+    if options.output is not None:
+        plot(differences, labels, options.reference, options.output)
+        print(f"\nwrote {options.output}")
+    return differences
+
+
+if __name__ == "__main__":
+    main()
