@@ -132,6 +132,19 @@ def test_extends_names_the_rule_a_file_breaks(changes, rule, tmp_path):
         load_experiment(path)
 
 
+def test_the_command_prints_a_file_resolved(tmp_path, capsys):
+    write_yaml(tmp_path / "base.yaml", BASE)
+    output_dir = str(tmp_path / "out")
+    path = write_yaml(tmp_path / "longer.yaml", {"extends": "base.yaml", "output_dir": output_dir,
+                                                 "budget": {"max_steps": 3000}, "systems": ["Shared"]})
+    assert run_experiment_command([str(path), "--resolved"]) is None
+    resolved = yaml.safe_load(capsys.readouterr().out)
+    assert resolved == {**BASE, "output_dir": output_dir, "budget": {"max_steps": 3000, "learning_rate": 0.005},
+                        "systems": BASE["systems"][:1]}
+    assert load_experiment(write_yaml(tmp_path / "copy.yaml", resolved)) == load_experiment(path)  # the same
+    assert not (tmp_path / "out").exists()  # nothing trained or written
+
+
 def test_extends_needs_the_file_it_is_read_from(tmp_path):
     with pytest.raises(ValueError, match="read the file with load_experiment"):
         parse_experiment({"extends": "base.yaml", **BASE})

@@ -5,6 +5,7 @@
     headsel-experiment EXPERIMENT.yaml --tables_only      # re-read finished runs, print the tables
     headsel-experiment EXPERIMENT.yaml --dry_run          # list the runs to do, train nothing
     headsel-experiment EXPERIMENT.yaml --systems Shared "Adapters"   # train only these (and their init_from)
+    headsel-experiment EXPERIMENT.yaml --resolved         # print the file with what it `extends` merged in
 
 Every system gets the experiment's data, budget and seeds; finished runs are skipped, so an interrupted experiment
 resumes. `python training/run_experiment.py ...` runs the same. The file format and the layouts:
@@ -14,8 +15,12 @@ resumes. `python training/run_experiment.py ...` runs the same. The file format 
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
+
+import yaml
 
 from ..experiment import load_experiment, run_experiment
+from ..experiment.spec import read_experiment_file
 from ..recipe import run
 from ..tasks import TASKS
 from . import console_script
@@ -27,6 +32,8 @@ def parse_args(args: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--output_dir", help="the experiment folder (default: the file's output_dir)")
     parser.add_argument("--tables_only", action="store_true", help="train nothing; build the tables from the runs")
     parser.add_argument("--dry_run", action="store_true", help="write each run's config and list the runs to do")
+    parser.add_argument("--resolved", action="store_true",
+                        help="print the experiment as YAML, the files it `extends` merged in, and stop")
     parser.add_argument("--systems", nargs="+", metavar="NAME",
                         help="train only these systems (and the systems they start from, `init_from`); the tables "
                              "still list every system, the ones without runs as missing")
@@ -37,7 +44,13 @@ def main(args: list[str] | None = None) -> dict | None:
     """Run the experiment described by the command line `args` (default `sys.argv[1:]`); returns `results.json`'s
     content (`None` for a dry run, or while other lanes still train)."""
     options = parse_args(args)
-    experiment = load_experiment(options.experiment, options.output_dir)
+    experiment = load_experiment(options.experiment, options.output_dir)  # checked, also for --resolved
+    if options.resolved:
+        values = read_experiment_file(Path(options.experiment))
+        if options.output_dir is not None:
+            values["output_dir"] = options.output_dir
+        print(yaml.safe_dump(values, sort_keys=False, allow_unicode=True, width=120), end="")
+        return None
     return run_experiment(experiment, TASKS, run, tables_only=options.tables_only, dry_run=options.dry_run,
                           systems=options.systems)
 
