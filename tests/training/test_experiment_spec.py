@@ -123,6 +123,7 @@ def test_extends_merges_the_settings_and_picks_the_systems(tmp_path):
         ({"flags": {"use_cpu": None}}, "changes the flags of the file it extends"),
         ({"extends": "missing.yaml"}, r"`extends: missing.yaml` is not a file"),
         ({"extends": "child.yaml"}, "`extends` makes a cycle"),
+        ({"flags": ["use_cpu"]}, "`flags` is merged key by key into the file it extends: it must be a mapping"),
     ],
 )
 def test_extends_names_the_rule_a_file_breaks(changes, rule, tmp_path):

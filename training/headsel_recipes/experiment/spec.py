@@ -192,6 +192,9 @@ def extend(base: dict, changes: dict) -> dict:
     values = {**base, **{key: value for key, value in changes.items() if key not in MERGED_KEYS + ("systems",)}}
     for key in MERGED_KEYS:
         if key in changes:
+            if not isinstance(changes[key] or {}, dict) or not isinstance(base.get(key) or {}, dict):
+                raise ValueError(f"`{key}` is merged key by key into the file it extends: it must be a mapping "
+                                 "in both files")
             values[key] = merge_mapping(base.get(key) or {}, changes[key] or {})
     if "systems" in changes:
         values["systems"] = [base_system(base, item) if isinstance(item, str) else item for item in changes["systems"]]
