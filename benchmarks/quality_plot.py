@@ -16,10 +16,10 @@ left out of that panel. The differences are printed as a Markdown table too (wha
 from __future__ import annotations
 
 import argparse
-import statistics
 from pathlib import Path
 
 from headsel_recipes.results_keys import loss_key, read_results, results_path
+from quality_tables import mean_and_spread
 
 
 def seed_losses(experiment_folder: Path, system: str) -> dict[str, float]:
@@ -59,8 +59,11 @@ def table(differences: dict[str, dict[str, dict[str, float]]], labels: list[str]
         cells = []
         for by_system in differences.values():
             values = list(by_system.get(label, {}).values())
-            spread = statistics.stdev(values) if len(values) > 1 else 0.0
-            cells.append(f"{statistics.mean(values):+.3f} ± {spread:.3f} ({len(values)})" if values else "–")
+            if not values:
+                cells.append("–")
+                continue
+            mean, spread = mean_and_spread(values)
+            cells.append(f"{mean:+.3f} ± {spread:.3f} ({len(values)})")
         lines.append(f"| {label} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
@@ -82,8 +85,8 @@ def plot(differences: dict[str, dict[str, dict[str, float]]], labels: list[str],
             values = list(by_system.get(label, {}).values())
             if not values:
                 continue
-            spread = statistics.stdev(values) if len(values) > 1 else 0.0
-            axis.bar(position, statistics.mean(values), yerr=spread, color=colours[label], alpha=0.55, capsize=3)
+            mean, spread = mean_and_spread(values)
+            axis.bar(position, mean, yerr=spread, color=colours[label], alpha=0.55, capsize=3)
             axis.scatter([position] * len(values), values, color="black", s=9, zorder=3)
         axis.axhline(0.0, color="grey", linewidth=0.8)
         axis.set_title(title, fontsize=10)

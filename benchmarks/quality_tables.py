@@ -64,9 +64,14 @@ def score_name(predict_metrics: dict) -> str:
     return "CER" if score_key("wer", split="predict") in predict_metrics else "chrF"
 
 
+def mean_and_spread(values: list[float]) -> tuple[float, float]:
+    """The mean and the sample standard deviation (0 for a single value)."""
+    return statistics.mean(values), statistics.stdev(values) if len(values) > 1 else 0.0
+
+
 def mean_std(values: list[float], digits: int) -> str:
-    spread = statistics.stdev(values) if len(values) > 1 else 0.0
-    return f"{statistics.mean(values):.{digits}f} ± {spread:.{digits}f}"
+    mean, spread = mean_and_spread(values)
+    return f"{mean:.{digits}f} ± {spread:.{digits}f}"
 
 
 def paired_cells(values: list[float], reference: list[float], digits: int, higher_is_better: bool) -> tuple[str, str]:

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import yaml
 
-from ..experiment import load_experiment, run_experiment
+from ..experiment import parse_experiment, run_experiment
 from ..experiment.spec import read_experiment_file
 from ..recipe import run
 from ..tasks import TASKS
@@ -44,9 +44,9 @@ def main(args: list[str] | None = None) -> dict | None:
     """Run the experiment described by the command line `args` (default `sys.argv[1:]`); returns `results.json`'s
     content (`None` for a dry run, or while other lanes still train)."""
     options = parse_args(args)
-    experiment = load_experiment(options.experiment, options.output_dir)  # checked, also for --resolved
+    values = read_experiment_file(Path(options.experiment))  # the files it `extends` merged in
+    experiment = parse_experiment(values, options.output_dir)  # checked, also for --resolved
     if options.resolved:
-        values = read_experiment_file(Path(options.experiment))
         if options.output_dir is not None:
             values["output_dir"] = options.output_dir
         print(yaml.safe_dump(values, sort_keys=False, allow_unicode=True, width=120), end="")
