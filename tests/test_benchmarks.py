@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from safetensors.torch import save_file
 from transformers import MarianConfig, Speech2TextTokenizer
 
 import benchmark_tokenizers  # benchmarks/ is on the test path (`pythonpath` in setup.cfg)
@@ -526,33 +527,75 @@ def test_benchmark_tokenizers_have_every_task_tag_as_one_piece_and_are_built_onc
     assert (out / "asr" / "vocab.json").stat().st_mtime_ns == built  # there already: not built again
 
 
-def test_selection_changes_counts_choices_moved_since_the_first_snapshot(tmp_path, capsys):
+def load_selection_changes():
     path = Path(__file__).resolve().parents[1] / "benchmarks/results/quality/baselines/selection_changes.py"
     spec = importlib.util.spec_from_file_location("selection_changes", path)  # a results folder's script
     selection_changes = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(selection_changes)
+    return selection_changes
 
-    def write_run(run: Path, candidates: int | None, *selections: dict) -> None:
-        """A run folder: the saved config (`None`: the stock model) and the selection log."""
-        run.mkdir(parents=True)
-        sizes = dict(vocab_size=16, d_model=16, encoder_layers=1, decoder_layers=2, encoder_attention_heads=4,
-                     decoder_attention_heads=4, encoder_ffn_dim=8, decoder_ffn_dim=8)
-        config = MarianConfig(**sizes) if candidates is None else HeadSelMarianConfig(
-            **sizes, decoder_tasks=["fr", "it"], head_selection_components=["decoder_self"],
-            total_decoder_attention_heads=candidates)
-        config.save_pretrained(run)
-        lines = [json.dumps({"step": 10 * i, "selections": s}) for i, s in enumerate(selections)]
-        (run / "head_selection_log.jsonl").write_text("\n".join(lines) + "\n")
 
+def write_selection_run(run: Path, candidates: int | None, *selections: dict, logits: torch.Tensor | None = None):
+    """A finished run folder: the saved config (`None`: the stock model), the selection log and, given `logits`
+    (`[tasks, layers, H']` of the decoder self-attention), the saved selection logits."""
+    run.mkdir(parents=True)
+    sizes = dict(vocab_size=16, d_model=16, encoder_layers=1, decoder_layers=2, encoder_attention_heads=4,
+                 decoder_attention_heads=4, encoder_ffn_dim=8, decoder_ffn_dim=8)
+    config = MarianConfig(**sizes) if candidates is None else HeadSelMarianConfig(
+        **sizes, decoder_tasks=["fr", "it"], head_selection_components=["decoder_self"],
+        total_decoder_attention_heads=candidates)
+    config.save_pretrained(run)
+    lines = [json.dumps({"step": 10 * i, "selections": s}) for i, s in enumerate(selections)]
+    (run / "head_selection_log.jsonl").write_text("\n".join(lines) + "\n")
+    if logits is not None:
+        save_file({"head_selection.decoder_self.logits": logits}, run / "model.safetensors")
+
+
+def test_selection_changes_counts_choices_moved_since_the_first_snapshot(tmp_path, capsys):
+    selection_changes = load_selection_changes()
     start = {"decoder_self": {"fr": [[0, 1, 2, 7], [4, 5, 2, 3]], "it": [[4, 5, 6, 3], [0, 1, 6, 7]]}}
     moved = {"decoder_self": {"fr": [[0, 5, 2, 7], [4, 5, 2, 3]], "it": [[4, 5, 6, 3], [0, 1, 2, 3]]}}
     lowest = {"decoder_self": {"fr": [[0, 1, 2, 3], [0, 1, 2, 3]], "it": [[0, 1, 2, 3], [0, 1, 2, 3]]}}
-    write_run(tmp_path / "exp/runs/group/seed1", 8, start, start, moved)
-    write_run(tmp_path / "exp/runs/group/seed2", 8, lowest)  # a choice, though every task holds its lowest heads
-    write_run(tmp_path / "exp/runs/adapters/seed1", 4, lowest)  # H' = H: nothing to choose
-    write_run(tmp_path / "exp/runs/shared/seed1", None, lowest)
+    write_selection_run(tmp_path / "exp/runs/group/seed1", 8, start, start, moved)
+    write_selection_run(tmp_path / "exp/runs/group/seed2", 8, lowest)  # a choice, though every task holds its lowest
+    write_selection_run(tmp_path / "exp/runs/adapters/seed1", 4, lowest)  # H' = H: nothing to choose
+    write_selection_run(tmp_path / "exp/runs/shared/seed1", None, lowest)
+    (tmp_path / "exp/runs/training/seed1").mkdir(parents=True)  # still training: a log, no saved model yet
+    (tmp_path / "exp/runs/training/seed1/head_selection_log.jsonl").write_text(json.dumps(
+        {"step": 0, "selections": start}) + "\n")
     assert selection_changes.net_changes(tmp_path / "exp/runs/group/seed1/head_selection_log.jsonl") == (
         20, {"decoder_self": (3, 16)})
     selection_changes.main([str(tmp_path / "exp")])
     rows = capsys.readouterr().out.splitlines()[2:]
     assert rows == ["| exp | group | 1 | 20 | decoder_self: 3 / 16 |", "| exp | group | 2 | 0 | decoder_self: 0 / 16 |"]
+
+
+def test_logit_travel_measures_margins_against_the_frozen_runs_initial_logits(tmp_path, capsys):
+    selection_changes = load_selection_changes()
+    initial = torch.zeros(2, 2, 8)
+    initial[..., 4:] = -1.0  # every slot chooses its first candidate (0..3), by a margin of 1
+    initial[1, 1, 6] = 0.5  # task 1, layer 1, slot 2: candidate 6, by 0.5
+    final = initial.clone()
+    final[0, 0, 0] -= 1.5  # slot 0's chosen candidate falls 0.5 below its rival: the choice changes
+    final[0, 0, 1] -= 0.5  # slot 1 keeps its choice, by 0.5
+    final[1] -= 2.0  # a shift of every candidate alike: no choice changes
+    chosen = [[[0, 1, 2, 3], [0, 1, 2, 3]], [[0, 1, 2, 3], [0, 1, 6, 3]]]
+    first = {"decoder_self": {"fr": chosen[0], "it": chosen[1]}}
+    write_selection_run(tmp_path / "exp/runs/frozen/seed1", 8, first, logits=initial)
+    write_selection_run(tmp_path / "exp/runs/group/seed1", 8, first, logits=final)
+    travel = selection_changes.logit_travel(tmp_path / "exp/runs/group/seed1", tmp_path / "exp/runs/frozen/seed1")
+    m = travel["decoder_self"]
+    assert m["abs_change"] == pytest.approx((1.5 + 0.5 + 2.0 * 16) / 32)
+    assert m["mean_change"] == pytest.approx(-(1.5 + 0.5 + 2.0 * 16) / 32)
+    assert m["initial_margin"] == pytest.approx((15 * 1.0 + 0.5) / 16)
+    assert m["margin_change"] == pytest.approx(-(1.5 + 0.5) / 16)
+    assert m["abs_margin_change"] == pytest.approx((1.5 + 0.5) / 16)
+    assert (m["changed"], m["choices"]) == (1, 16)
+    selection_changes.main([str(tmp_path / "exp"), "--initial", "frozen"])
+    rows = [row for row in capsys.readouterr().out.splitlines() if "| 1 | decoder_self |" in row]
+    assert rows == ["| exp | group | 1 | decoder_self | 1.062 | -1.062 | 0.969 | -0.125 | 0.125 | 1 / 16 |"]
+
+    other = {"decoder_self": {"fr": chosen[1], "it": chosen[0]}}  # not the frozen run's initial selection
+    write_selection_run(tmp_path / "exp/runs/other_seed/seed1", 8, other, logits=final)
+    with pytest.raises(ValueError, match="do not give the run's first logged selection"):
+        selection_changes.logit_travel(tmp_path / "exp/runs/other_seed/seed1", tmp_path / "exp/runs/frozen/seed1")

@@ -1,18 +1,4 @@
 #!/bin/bash
-# Session 24: the combination of head selection and adapters ("Group no sampling noise plus adapters, trained with
-# the model (ablation)") added to mt_3000_updates.yaml and asr_600_updates.yaml, 3 seeds each; the other systems'
-# runs are finished and skipped. Alone on the 2-core machine, in the background, resumable.
-cd "$(dirname "$0")/../../../.." && source .venv/bin/activate
-export OMP_WAIT_POLICY=PASSIVE HF_HUB_OFFLINE=1 TOKENIZERS_PARALLELISM=false
-R=benchmarks/results/quality/baselines
-SYSTEM="Group no sampling noise plus adapters, trained with the model (ablation)"
-[ -d data/offline_corpus/speech/asr ] || headsel-build-corpus --output_dir data/offline_corpus --speech \
-  > outputs/baselines_corpus.log 2>&1
-python benchmarks/benchmark_tokenizers.py --kinds asr
-for e in asr_600_updates mt_3000_updates; do
-  start=$(date +%s)
-  headsel-experiment $R/$e.yaml --systems "$SYSTEM" > outputs/baselines_${e}_combination.log 2>&1
-  echo "$e combination rc $? $(( $(date +%s) - start )) s" >> $R/runs.txt
-  # The log kept beside the tables, without its progress-bar lines.
-  grep -v -E "[0-9]+/[0-9]+ \[[0-9:]+<" outputs/baselines_${e}_combination.log > $R/${e}_combination_experiment.log
-done
+# Session 24: the combination of head selection and adapters added to mt_3000_updates.yaml and asr_600_updates.yaml.
+exec "$(dirname "$0")/run_added_systems.sh" combination \
+  "Group no sampling noise plus adapters, trained with the model (ablation)"
