@@ -11,11 +11,14 @@ from pathlib import Path
 
 import pytest
 import torch
+import yaml
+from recipe_testkit import TINY_TEXT, text_rows, write_jsonl
 from safetensors.torch import save_file
 from transformers import MarianConfig, Speech2TextTokenizer
 
 import benchmark_tokenizers  # benchmarks/ is on the test path (`pythonpath` in setup.cfg)
 import overhead
+from headsel_recipes.experiment.spec import load_experiment
 from headsel_recipes.tokenizer import task_tag_ids
 from hf_headsel import COMPONENTS, HeadSelMarianConfig
 
@@ -412,6 +415,32 @@ def test_wide_stock_model_reads_twice_the_rows_and_gives_the_stock_outputs():
         torch.testing.assert_close(wide(**inputs).logits, stock(**inputs).logits, rtol=1e-5, atol=1e-5)
 
 
+def test_adapters_ab_times_stock_head_selection_and_adapters_of_as_many_parameters(capsys):
+    import adapters_ab
+
+    results = adapters_ab.main(["--quick", "--repeats", "1", "--measurements", "generate greedy", "train step"])
+    assert [m.name for m in results] == ["generate greedy, single-task", "train step, single-task",
+                                         "generate greedy, mixed-task", "train step, mixed-task"]
+    assert all(set(m.seconds) == {"stock", "headsel", "adapters"} for m in results)
+    assert "adapters / headsel: paired median" in capsys.readouterr().out
+
+
+def test_adapters_ab_matches_the_head_selection_models_parameters():
+    import adapters_ab
+
+    cfg = overhead.BenchConfig(**overhead.QUICK, components=COMPONENTS)
+    headsel = overhead.build_models(cfg, torch.device("cpu"), torch.float32, ("headsel",))["headsel"]
+    bottleneck = adapters_ab.matching_bottleneck(headsel, cfg)
+    counts = {b: adapters_ab.parameter_count(adapters_ab.adapter_model(headsel, cfg, b)) for b in
+              (bottleneck - 1, bottleneck, bottleneck + 1)}
+    target = adapters_ab.parameter_count(headsel)
+    assert min(counts, key=lambda b: abs(counts[b] - target)) == bottleneck  # the nearest count to headsel's
+    adapters = adapters_ab.adapter_model(headsel, cfg, bottleneck)
+    assert adapters.config.total_encoder_attention_heads == cfg.heads and adapters.config.task_adapter_dim == bottleneck
+    ups = [p for name, p in adapters.named_parameters() if name.endswith("task_adapter.up_weight")]
+    assert ups and all(p.abs().sum() > 0 for p in ups)  # a trained adapter's arithmetic, not a fresh one's zeros
+
+
 def test_revision_ab_times_the_stock_model_an_earlier_revision_and_the_checkout(capsys):
     import revision_ab
     from transformers import AutoConfig
@@ -527,12 +556,13 @@ def test_benchmark_tokenizers_have_every_task_tag_as_one_piece_and_are_built_onc
     assert (out / "asr" / "vocab.json").stat().st_mtime_ns == built  # there already: not built again
 
 
-def load_selection_changes():
-    path = Path(__file__).resolve().parents[1] / "benchmarks/results/quality/baselines/selection_changes.py"
-    spec = importlib.util.spec_from_file_location("selection_changes", path)  # a results folder's script
-    selection_changes = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(selection_changes)
-    return selection_changes
+def load_baselines_script(name: str):
+    """A script of `benchmarks/results/quality/baselines/` (a results folder, not on the test path)."""
+    path = Path(__file__).resolve().parents[1] / f"benchmarks/results/quality/baselines/{name}.py"
+    spec = importlib.util.spec_from_file_location(name, path)
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    return script
 
 
 def write_selection_run(run: Path, candidates: int | None, *selections: dict, logits: torch.Tensor | None = None):
@@ -552,7 +582,7 @@ def write_selection_run(run: Path, candidates: int | None, *selections: dict, lo
 
 
 def test_selection_changes_counts_choices_moved_since_the_first_snapshot(tmp_path, capsys):
-    selection_changes = load_selection_changes()
+    selection_changes = load_baselines_script("selection_changes")
     start = {"decoder_self": {"fr": [[0, 1, 2, 7], [4, 5, 2, 3]], "it": [[4, 5, 6, 3], [0, 1, 6, 7]]}}
     moved = {"decoder_self": {"fr": [[0, 5, 2, 7], [4, 5, 2, 3]], "it": [[4, 5, 6, 3], [0, 1, 2, 3]]}}
     lowest = {"decoder_self": {"fr": [[0, 1, 2, 3], [0, 1, 2, 3]], "it": [[0, 1, 2, 3], [0, 1, 2, 3]]}}
@@ -571,7 +601,7 @@ def test_selection_changes_counts_choices_moved_since_the_first_snapshot(tmp_pat
 
 
 def test_logit_travel_measures_margins_against_the_frozen_runs_initial_logits(tmp_path, capsys):
-    selection_changes = load_selection_changes()
+    selection_changes = load_baselines_script("selection_changes")
     initial = torch.zeros(2, 2, 8)
     initial[..., 4:] = -1.0  # every slot chooses its first candidate (0..3), by a margin of 1
     initial[1, 1, 6] = 0.5  # task 1, layer 1, slot 2: candidate 6, by 0.5
@@ -599,3 +629,42 @@ def test_logit_travel_measures_margins_against_the_frozen_runs_initial_logits(tm
     write_selection_run(tmp_path / "exp/runs/other_seed/seed1", 8, other, logits=final)
     with pytest.raises(ValueError, match="do not give the run's first logged selection"):
         selection_changes.logit_travel(tmp_path / "exp/runs/other_seed/seed1", tmp_path / "exp/runs/frozen/seed1")
+
+
+def test_param_match_counts_adapter_sets_in_use_and_the_bottleneck_matching_group(tmp_path, capsys, monkeypatch):
+    param_match = load_baselines_script("param_match")
+    write_jsonl(tmp_path / "data/train.jsonl", text_rows(48, seed=1))  # en-de, en-fr, de-en
+    heads = {"total_encoder_attention_heads": 2, "total_decoder_attention_heads": 2}
+    experiment = {
+        "name": "tiny", "recipe": "mt", "output_dir": str(tmp_path / "out"), "seeds": [1],
+        "flags": {"train_file": [str(tmp_path / "data/train.jsonl")], "config_overrides": TINY_TEXT, "vocab_size": 60,
+                  "use_cpu": True, "bf16": True, "cache_dir": str(tmp_path / "cache")},  # bf16: a GPU file's flag
+        "systems": [
+            {"name": "Shared", "flags": {"shared_baseline": True}},
+            {"name": "Group", "flags": {"head_selection_strategy": "group", "total_encoder_attention_heads": 4,
+                                        "total_decoder_attention_heads": 4}},
+            {"name": "Adapters", "flags": {"task_adapter_dim": 8, **heads}},
+            {"name": "Adapters by task", "flags": {"task_adapter_dim": 8, "task_adapter_key": "task", **heads}},
+            {"name": "Adapters on Shared", "init_from": "Shared", "flags": {"task_adapter_dim": 8, **heads}},
+        ],
+    }
+    (tmp_path / "tiny.yaml").write_text(yaml.safe_dump(experiment))
+    tasks, counts = param_match.count_systems(load_experiment(tmp_path / "tiny.yaml"))
+    assert tasks == (["de", "en"], ["de", "en", "fr"], {("en", "de"), ("en", "fr"), ("de", "en")})
+    assert "Adapters on Shared" not in counts  # its model is Shared's plus its flags': counted as "Adapters"
+    per_set = 3 * 32 + 2 * 32 * 8 + 8  # layer norm, down and up projections with biases, at d_model 32
+    total, in_use, bottleneck = counts["Adapters"]
+    assert bottleneck == 8 and total - in_use == (6 - 3) * per_set * 2  # 3 of 6 directions, 1 + 1 layers
+    total, in_use, _ = counts["Adapters by task"]
+    assert total == in_use  # every encoder task (de, en) and decoder task (de, en, fr) is trained
+    assert counts["Adapters @ b+1"][1] - counts["Adapters"][1] == 3 * 2 * (2 * 32 + 1)  # linear in the bottleneck
+    assert counts["Group"][2] is None and counts["Shared"][0] == counts["Shared"][1]
+
+    monkeypatch.setattr(sys, "argv", ["param_match.py", str(tmp_path / "tiny.yaml")])
+    param_match.main()
+    rows = {row.split(" | ")[0].strip("| "): row for row in capsys.readouterr().out.splitlines() if row.startswith("| ")}
+    matching = next(name for name in rows if name.startswith("Adapters, bottleneck"))
+    bottleneck = int(matching.split("bottleneck ")[1].split()[0])
+    in_use = counts["Adapters"][1] + (bottleneck - 8) * 3 * 2 * (2 * 32 + 1)
+    assert abs(in_use - counts["Group"][1]) <= 3 * 2 * (2 * 32 + 1) / 2  # the nearest bottleneck to Group's count
+    assert f"| {in_use:,} |" in rows[matching]
