@@ -9,10 +9,10 @@ batches (every component selecting), timed by its method (interleaved rounds, th
 
 * **stock**: the stock model (the shared model);
 * **headsel**: head selection, `H` of `H'` candidates (group);
-* **adapters**: the head-selection class with `H' = H` (nothing to select) and adapters keyed by direction (the
-  multilingual setting; `--adapter_key task`: by each side's task) whose bottleneck gives it as many parameters as
-  headsel (`--bottleneck` another), up-projections drawn at random (a trained adapter's arithmetic, not the zeros of
-  a fresh one).
+* **adapters**: the stock model plus per-task adapters: the head-selection class with no selecting layer (its
+  attention is the stock one) and adapters keyed by direction (the multilingual setting; `--adapter_key task`: by
+  each side's task) whose bottleneck gives it as many parameters as headsel (`--bottleneck` another),
+  up-projections drawn at random (a trained adapter's arithmetic, not the zeros of a fresh one).
 
 Each measurement (`--measurements`, keys of `overhead.measurement_calls`) is timed on a single-task and a mixed-task
 batch; ratios to the stock model, of the medians and paired.
@@ -36,8 +36,9 @@ def parameter_count(model: torch.nn.Module) -> int:
 
 def adapter_model(headsel: torch.nn.Module, cfg: overhead.BenchConfig, bottleneck: int,
                   key: str = "direction") -> torch.nn.Module:
-    """The head-selection class with `H' = H` and adapters of `bottleneck` keyed by `key`, up-projections random."""
-    values = {**headsel.config.to_dict(), "total_encoder_attention_heads": cfg.heads,
+    """The head-selection class with no selecting layer (the stock attention) and adapters of `bottleneck` keyed by
+    `key`, up-projections random."""
+    values = {**headsel.config.to_dict(), "head_selection_components": [], "total_encoder_attention_heads": cfg.heads,
               "total_decoder_attention_heads": cfg.heads, "task_adapter_dim": bottleneck, "task_adapter_key": key}
     torch.manual_seed(0)
     model = type(headsel)(type(headsel.config).from_dict(values))

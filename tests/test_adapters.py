@@ -4,6 +4,7 @@ import pytest
 import torch
 
 from hf_headsel.adapters import TaskAdapters
+from hf_headsel.routing import TaskRoute
 
 NO_SELECTION = dict(head_selection_components=[], total_encoder_attention_heads=4, total_decoder_attention_heads=4)
 ENCODER_IDS = torch.tensor([0, 1, 1, 0])
@@ -87,6 +88,42 @@ def test_generate_with_direction_adapters_routes_the_encoder_by_both_tasks(famil
             encoder_task_ids=ENCODER_IDS[row : row + 1], decoder_task_ids=DECODER_IDS[row : row + 1], **kwargs,
         )
         assert mixed[row].tolist() == one[0].tolist()
+
+
+@pytest.mark.parametrize("ids", [[2, 0, 2, 1, 0, 2], [0, 0, 1, 1, 2, 2], [1, 1, 1, 0, 2, 2], [2, 0, 2, 0, 0, 2]],
+                         ids=["interleaved", "grouped, equal sizes", "grouped out of task order", "two of three tasks"])
+def test_a_mixed_one_token_step_runs_the_adapters_in_blocks_equal_to_task_by_task(ids):
+    adapters = TaskAdapters(num_tasks=3, hidden_size=16, bottleneck=4)
+    torch.manual_seed(0)
+    with torch.no_grad():
+        for parameter in adapters.parameters():
+            parameter.normal_()
+    route = TaskRoute.build(torch.tensor(ids))
+    states = torch.randn(len(ids), 1, 16, requires_grad=True)
+    blocked = adapters(states, route)
+    one_by_one = torch.cat([adapters.adapt(states[i : i + 1], task) for i, task in enumerate(ids)])
+    torch.testing.assert_close(blocked, one_by_one)
+    torch.testing.assert_close(torch.autograd.grad(blocked.sum(), states)[0],
+                               torch.autograd.grad(one_by_one.sum(), states)[0])
+    longer = torch.randn(len(ids), 3, 16)  # a full pass: task by task, as before
+    torch.testing.assert_close(adapters(longer, route), route.per_task(longer, lambda t, x: adapters.adapt(x, t)),
+                               rtol=0, atol=0)
+
+
+def test_decoding_steps_of_a_mixed_batch_take_the_blocks(family, monkeypatch):
+    model = family.model(task_adapter_dim=8, task_adapter_key="task")
+    _perturb_adapters(model)
+    calls, original = [], TaskAdapters.adapt_blocks
+
+    def counted(self, states, route):
+        calls.append(states.shape)
+        return original(self, states, route)
+
+    monkeypatch.setattr(TaskAdapters, "adapt_blocks", counted)
+    model.generate(**family.inputs(), encoder_task_ids=ENCODER_IDS, decoder_task_ids=DECODER_IDS, max_new_tokens=3,
+                   min_new_tokens=3)
+    # every decoder layer of every step (the first from the start token alone); the encoder's full pass: task by task
+    assert [shape[:2] for shape in calls] == [(len(DECODER_IDS), 1)] * 3 * model.config.decoder_layers
 
 
 def test_training_step_reaches_only_the_adapters_of_tasks_in_the_batch(family):

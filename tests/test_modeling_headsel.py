@@ -363,6 +363,23 @@ def test_auto_projection_groups_full_passes_and_batches_decoding_steps_on_cpu(fa
     assert ("gathered", 1) in steps and not any(name == "batched" for name, _ in steps)  # 3 blocks of 10 > 2 x 12
 
 
+def test_layers_with_nothing_to_choose_project_a_mixed_batch_as_one_task(family, monkeypatch):
+    """With `H' = H` (the adapter baseline's layers) every task uses every head: evaluation projects a mixed batch in
+    one matmul, as for one task, with the outputs of each example alone; training keeps the per-task path (its gates
+    still reach each task's logits)."""
+    model = family.model(total_encoder_attention_heads=4, total_decoder_attention_heads=4)
+    inputs, decoder_input_ids = family.inputs(), family.decoder_input_ids()
+    used = projections_used(model, monkeypatch, lambda: (
+        forward_logits(model, inputs, decoder_input_ids, **MIXED), model.generate(**inputs, **MIXED, max_new_tokens=3)))
+    assert used == set()  # neither grouped, gathered nor batched: the one task's rows
+    mixed = model.generate(**inputs, **MIXED, max_new_tokens=4, min_new_tokens=4)
+    for row in range(len(MIXED["decoder_task_ids"])):
+        one = model.generate(**{k: v[row : row + 1] for k, v in inputs.items()}, max_new_tokens=4, min_new_tokens=4,
+                             **{k: v[row : row + 1] for k, v in MIXED.items()})
+        assert mixed[row].tolist() == one[0].tolist()
+    assert projections_used(model, monkeypatch, lambda: train_step(model, family, ids=MIXED))  # per task in training
+
+
 def test_batched_projection_keeps_the_weights_of_the_last_tasks_only(family, projection_mode):
     """The evaluation cache holds the stacked rows of one set of tasks per layer: a server's batches may mix any."""
     projection_mode("batched")

@@ -364,8 +364,9 @@ class HeadSelectionAttentionMixin:
         # without autograd in evaluation, the choice and the weights come from the layer's cache
         if self._uses_eval_cache():
             heads = gates = None
-            if route.single_task is not None:  # serving one task: its cached rows, validated once per call
-                rows = self._cached_task_weights(route.single_task, states.device, prepared)
+            task = route.single_task if route.single_task is not None else self._task_for_all(route)
+            if task is not None:  # serving one task (or tasks that cannot differ): its cached rows, validated once
+                rows = self._cached_task_weights(task, states.device, prepared)
                 return partial(self._project_rows, rows=rows), None
         else:
             heads, gates = self._layer_choice(routing, states.device)
@@ -388,6 +389,12 @@ class HeadSelectionAttentionMixin:
         first = route.tasks[0]
         present = heads[first : first + 1] if route.task_index is None else heads[route.task_index]
         return partial(self._project_grouped, route=route, rows=self._task_rows(present, states.device)), gates
+
+    def _task_for_all(self, route: TaskRoute) -> int | None:
+        """A task of a mixed batch whose heads are every task's, when the layer has nothing to choose: with `H' = H`
+        every task uses every head, in order (the adapter baseline's layers, `total_*_attention_heads` = `H`), so a
+        mixed batch projects as one task, in one matmul. `None` otherwise, or with an unknown (traced) layout."""
+        return route.tasks[0] if self.total_heads == self.num_heads and route.layout_known else None
 
     def _batched_weights(self, weight: torch.Tensor, bias: torch.Tensor | None) -> dict:
         """`{part: (weight, bias)}` of stacked task rows, for [`_project_batched`]: `weight` `[tasks, d_model, rows]`

@@ -2,7 +2,7 @@
 # Session 26: what serving and training cost with head selection and with adapters of as many parameters, against
 # the stock model (benchmarks/adapters_ab.py), both families, adapters keyed by direction then by task. Run alone on
 # the machine; a finished output is skipped.
-cd "$(dirname "$0")/../.." || exit 1   # benchmarks/
+cd "$(dirname "$0")/../.." && source ../.venv/bin/activate || exit 1   # benchmarks/
 export OMP_WAIT_POLICY=PASSIVE
 for key in direction task; do
   for family in marian speech_to_text; do
