@@ -4,7 +4,7 @@
 The quality benchmark's strongest baseline is per-task bottleneck adapters with as many parameters as head selection
 (`benchmarks/RESULTS.md`). The two differ in what they cost at inference: head selection computes `H` of its `H'`
 heads, as many as the stock model, while every adapter adds a layer norm and two projections after every encoder
-and decoder layer, and a batch mixing tasks runs them task by task. Three systems on `overhead.py`'s models and
+and decoder layer; in a batch mixing tasks both route each example to its task's heads or adapter. Three systems on `overhead.py`'s models and
 batches (every component selecting), timed by its method (interleaved rounds, the order rotating):
 
 * **stock**: the stock model (the shared model);

@@ -11,6 +11,8 @@ import pytest
 import torch
 from transformers import AutoConfig
 
+from hf_headsel.routing import TaskRoute
+
 from conftest import (
     ALL_COMPONENTS,
     DECODER_IDS,
@@ -372,6 +374,9 @@ def test_layers_with_nothing_to_choose_project_a_mixed_batch_as_one_task(family,
     used = projections_used(model, monkeypatch, lambda: (
         forward_logits(model, inputs, decoder_input_ids, **MIXED), model.generate(**inputs, **MIXED, max_new_tokens=3)))
     assert used == set()  # neither grouped, gathered nor batched: the one task's rows
+    route = TaskRoute.build(MIXED["decoder_task_ids"])
+    with torch.no_grad():  # what `generate` validates for its steps: the one task's rows, nothing stacked per task
+        assert set(model.model.decoder.layers[0].self_attn.eval_weights(route)) == {"heads", route.tasks[0]}
     mixed = model.generate(**inputs, **MIXED, max_new_tokens=4, min_new_tokens=4)
     for row in range(len(MIXED["decoder_task_ids"])):
         one = model.generate(**{k: v[row : row + 1] for k, v in inputs.items()}, max_new_tokens=4, min_new_tokens=4,

@@ -254,8 +254,9 @@ class HeadSelectionAttentionMixin:
         selected rows in its graph at every step."""
         device = self.q_proj.weight.device
         weights = {"heads": self._layer_choice(None, device)[0]}
-        if route.single_task is not None:
-            weights[route.single_task] = self._cached_task_weights(route.single_task, device)
+        task = route.single_task if route.single_task is not None else self._task_for_all(route)
+        if task is not None:  # as [`_projector`] serves it: one task's rows
+            weights[task] = self._cached_task_weights(task, device)
             mixed = None
         else:
             mixed = self._mixed_projection(route, device, step=True)
