@@ -110,6 +110,44 @@ def test_a_mixed_one_token_step_runs_the_adapters_in_blocks_equal_to_task_by_tas
                                rtol=0, atol=0)
 
 
+def test_the_rows_of_the_tasks_present_are_cached_in_evaluation_until_a_parameter_changes():
+    adapters = TaskAdapters(num_tasks=4, hidden_size=16, bottleneck=4).eval()
+    with torch.no_grad():
+        for parameter in adapters.parameters():
+            parameter.normal_()
+    route, states = TaskRoute.build(torch.tensor([3, 0, 3, 0])), torch.randn(4, 1, 16)
+
+    def task_by_task():
+        return route.per_task(states, lambda task, examples: adapters.adapt(examples, task))
+
+    with torch.no_grad():
+        first = adapters.task_parameters(route)
+        assert adapters.task_parameters(route) is first  # a second step gathers nothing
+        adapters.down_weight.add_(1.0)  # an optimizer step, load_state_dict: the version counter moves
+        torch.testing.assert_close(adapters(states, route), task_by_task())
+        adapters.up_weight.data = adapters.up_weight.data * 2  # bypasses the counter: cleared by hand
+        adapters.clear_task_parameters_cache()
+        torch.testing.assert_close(adapters(states, route), task_by_task())
+        adapters.double()  # a cast replaces every parameter's data
+        states = states.double()
+        torch.testing.assert_close(adapters(states, route), task_by_task())
+    assert adapters.task_parameters(route) is not adapters.task_parameters(route)  # with autograd: never cached
+    with torch.no_grad():
+        assert adapters.train().task_parameters(route) is not adapters.task_parameters(route)  # nor in training
+
+
+def test_clearing_the_models_cache_clears_the_adapters(family):
+    model = family.model(**NO_SELECTION, task_adapter_dim=8, task_adapter_key="direction")
+    _perturb_adapters(model)
+    with torch.no_grad():
+        model.generate(**family.inputs(), encoder_task_ids=ENCODER_IDS, decoder_task_ids=DECODER_IDS,
+                       max_new_tokens=2, min_new_tokens=2)
+    adapters = [m for m in model.modules() if isinstance(m, TaskAdapters)]
+    assert any(m._task_parameters_cache is not None for m in adapters)  # the decoder's steps cached their rows
+    model.clear_head_selection_cache()
+    assert all(m._task_parameters_cache is None for m in adapters)
+
+
 def test_decoding_steps_of_a_mixed_batch_take_the_blocks(family, monkeypatch):
     model = family.model(task_adapter_dim=8, task_adapter_key="task")
     _perturb_adapters(model)

@@ -17,6 +17,10 @@ import torch.nn.functional as F
 from torch import nn
 
 
+#: The parameters of every task's adapter, in the order [`TaskAdapters.task_parameters`] gives them.
+PARAMETERS = ("layer_norm_weight", "layer_norm_bias", "down_weight", "down_bias", "up_weight", "up_bias")
+
+
 class TaskAdapters(nn.Module):
     """One bottleneck adapter per task for one layer, applied per example by its task id."""
 
@@ -29,6 +33,7 @@ class TaskAdapters(nn.Module):
         self.down_bias = nn.Parameter(torch.zeros(num_tasks, bottleneck))
         self.up_weight = nn.Parameter(torch.zeros(num_tasks, hidden_size, bottleneck))
         self.up_bias = nn.Parameter(torch.zeros(num_tasks, hidden_size))
+        self._task_parameters_cache = None  # see [`task_parameters`]
 
     def extra_repr(self) -> str:
         tasks, bottleneck, hidden = self.down_weight.shape
@@ -58,15 +63,34 @@ class TaskAdapters(nn.Module):
         kernels' rounding."""
         slots, positions, width = route.task_blocks
         time, hidden = hidden_states.shape[1:]
-        # the parameters of the tasks present, in block order (all of them as they are when every task is present)
-        rows = (lambda p: p) if route.tasks == tuple(range(self.num_tasks)) else (lambda p: p[route.task_index])
+        norm_weight, norm_bias, down_weight, down_bias, up_weight, up_bias = self.task_parameters(route)
         blocks = hidden_states if slots is None else hidden_states.index_select(0, slots)
         blocks = blocks.reshape(len(route.tasks), width * time, hidden)
-        normed = torch.addcmul(rows(self.layer_norm_bias).unsqueeze(1), rows(self.layer_norm_weight).unsqueeze(1),
+        normed = torch.addcmul(norm_bias.unsqueeze(1), norm_weight.unsqueeze(1),
                                F.layer_norm(blocks, (hidden,), eps=self.eps))
-        bottleneck = F.relu(torch.baddbmm(rows(self.down_bias).unsqueeze(1), normed,
-                                          rows(self.down_weight).transpose(1, 2)))
-        adapted = blocks + torch.baddbmm(rows(self.up_bias).unsqueeze(1), bottleneck,
-                                         rows(self.up_weight).transpose(1, 2))
+        bottleneck = F.relu(torch.baddbmm(down_bias.unsqueeze(1), normed, down_weight.transpose(1, 2)))
+        adapted = blocks + torch.baddbmm(up_bias.unsqueeze(1), bottleneck, up_weight.transpose(1, 2))
         adapted = adapted.reshape(len(route.tasks) * width, time, hidden)
         return adapted if positions is None else adapted.index_select(0, positions)
+
+    def task_parameters(self, route) -> list[torch.Tensor]:
+        """The parameters ([`PARAMETERS`]) of the tasks of `route`, in its order: all of them as they are when
+        every task is present in order. In evaluation without autograd the rows gathered for a set of tasks are
+        kept until a parameter changes (replaced, written in place through autograd-visible ops such as optimizer
+        steps or `load_state_dict`, moved, cast), so that the decoding steps of one `generate` call gather them
+        once; writes through `param.data` bypass that check: `model.clear_head_selection_cache()` after those."""
+        parameters = [self._parameters[name] for name in PARAMETERS]
+        if route.tasks == tuple(range(self.num_tasks)):
+            return parameters
+        if self.training or torch.is_grad_enabled() or torch.compiler.is_compiling():
+            return [parameter[route.task_index] for parameter in parameters]
+        state = (route.tasks, *((id(p), p._version, p.device, p.dtype) for p in parameters))
+        cached = self._task_parameters_cache
+        if cached is None or cached[0] != state:
+            # the parameters are kept with the entry, so that their ids cannot be reused by new tensors meanwhile
+            cached = (state, [parameter[route.task_index] for parameter in parameters], parameters)
+            self._task_parameters_cache = cached
+        return cached[1]
+
+    def clear_task_parameters_cache(self) -> None:
+        self._task_parameters_cache = None

@@ -184,6 +184,8 @@ class HeadSelectionBaseModelMixin:
         for module in self.modules():
             if isinstance(module, HeadSelectionAttentionMixin):
                 module.clear_task_weights_cache()
+            elif isinstance(module, TaskAdapters):
+                module.clear_task_parameters_cache()
 
     def selected_heads(self) -> dict[str, torch.LongTensor]:
         """The deterministic choice: `{component: LongTensor[tasks, layers, H]}`, candidates listed slot by slot."""
