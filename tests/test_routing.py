@@ -137,6 +137,24 @@ def test_task_blocks_lay_a_mixed_batch_out_one_block_per_task(ids, blocks):
     assert slots[positions].tolist() == list(range(len(ids)))  # every example taken back from its own slot
 
 
+@pytest.mark.parametrize("ids", [[2, 0, 2, 1, 0, 2], [2, 2, 0, 0, 1, 1], [2, 2, 0, 1, 1, 1]])
+def test_by_blocks_hands_each_block_its_tasks_examples_and_puts_the_result_back_in_batch_order(ids):
+    from hf_headsel.routing import TaskRoute
+
+    route = TaskRoute.build(torch.tensor(ids))
+    states = torch.arange(len(ids) * 2 * 3, dtype=torch.float).view(len(ids), 2, 3)  # [batch, time, features]
+    seen = []
+
+    def per_block(blocks):  # each block's own task added as a new last feature
+        seen.append(blocks.shape)
+        task = torch.tensor(route.tasks, dtype=blocks.dtype)[:, None, None].expand(*blocks.shape[:2], 1)
+        return torch.cat([blocks, task], dim=-1)
+
+    out = route.by_blocks(states, per_block)
+    assert seen == [(len(route.tasks), route.task_blocks[2] * 2, 3)]
+    assert torch.equal(out[..., :3], states) and out[..., 3].tolist() == [[task] * 2 for task in ids]
+
+
 def test_an_id_tensor_is_routed_once_until_it_changes(family):
     # generate passes the same id tensor at every step: its route is remembered, but an in-place change (even to an
     # invalid id) is seen

@@ -57,21 +57,19 @@ class TaskAdapters(nn.Module):
 
     def adapt_blocks(self, hidden_states: torch.Tensor, route) -> torch.Tensor:
         """The adapters of a batch mixing tasks (a known layout, batch first), laid out as one block per task
-        (`route.task_blocks`): one layer norm and one batched matmul per projection for all tasks, instead of a
+        (`route.by_blocks`): one layer norm and one batched matmul per projection for all tasks, instead of a
         chain of small kernels per task, which is what a decoding step of a few examples per task is bound by (the
         same layout as the attention's batched projection). The same outputs as [`adapt`] task by task, up to the
         kernels' rounding."""
-        slots, positions, width = route.task_blocks
-        time, hidden = hidden_states.shape[1:]
         norm_weight, norm_bias, down_weight, down_bias, up_weight, up_bias = self.task_parameters(route)
-        blocks = hidden_states if slots is None else hidden_states.index_select(0, slots)
-        blocks = blocks.reshape(len(route.tasks), width * time, hidden)
-        normed = torch.addcmul(norm_bias.unsqueeze(1), norm_weight.unsqueeze(1),
-                               F.layer_norm(blocks, (hidden,), eps=self.eps))
-        bottleneck = F.relu(torch.baddbmm(down_bias.unsqueeze(1), normed, down_weight.transpose(1, 2)))
-        adapted = blocks + torch.baddbmm(up_bias.unsqueeze(1), bottleneck, up_weight.transpose(1, 2))
-        adapted = adapted.reshape(len(route.tasks) * width, time, hidden)
-        return adapted if positions is None else adapted.index_select(0, positions)
+
+        def adapt(blocks: torch.Tensor) -> torch.Tensor:
+            normed = torch.addcmul(norm_bias.unsqueeze(1), norm_weight.unsqueeze(1),
+                                   F.layer_norm(blocks, blocks.shape[-1:], eps=self.eps))
+            bottleneck = F.relu(torch.baddbmm(down_bias.unsqueeze(1), normed, down_weight.transpose(1, 2)))
+            return blocks + torch.baddbmm(up_bias.unsqueeze(1), bottleneck, up_weight.transpose(1, 2))
+
+        return route.by_blocks(hidden_states, adapt)
 
     def task_parameters(self, route) -> list[torch.Tensor]:
         """The parameters ([`PARAMETERS`]) of the tasks of `route`, in its order: all of them as they are when

@@ -254,7 +254,7 @@ class HeadSelectionAttentionMixin:
         selected rows in its graph at every step."""
         device = self.q_proj.weight.device
         weights = {"heads": self._layer_choice(None, device)[0]}
-        task = route.single_task if route.single_task is not None else self._task_for_all(route)
+        task = self._serving_task(route)
         if task is not None:  # as [`_projector`] serves it: one task's rows
             weights[task] = self._cached_task_weights(task, device)
             mixed = None
@@ -365,7 +365,7 @@ class HeadSelectionAttentionMixin:
         # without autograd in evaluation, the choice and the weights come from the layer's cache
         if self._uses_eval_cache():
             heads = gates = None
-            task = route.single_task if route.single_task is not None else self._task_for_all(route)
+            task = self._serving_task(route)
             if task is not None:  # serving one task (or tasks that cannot differ): its cached rows, validated once
                 rows = self._cached_task_weights(task, states.device, prepared)
                 return partial(self._project_rows, rows=rows), None
@@ -391,10 +391,13 @@ class HeadSelectionAttentionMixin:
         present = heads[first : first + 1] if route.task_index is None else heads[route.task_index]
         return partial(self._project_grouped, route=route, rows=self._task_rows(present, states.device)), gates
 
-    def _task_for_all(self, route: TaskRoute) -> int | None:
-        """A task of a mixed batch whose heads are every task's, when the layer has nothing to choose: with `H' = H`
-        every task uses every head, in order (the adapter baseline's layers, `total_*_attention_heads` = `H`), so a
-        mixed batch projects as one task, in one matmul. `None` otherwise, or with an unknown (traced) layout."""
+    def _serving_task(self, route: TaskRoute) -> int | None:
+        """The task whose rows serve the whole batch: its only task, or, when the layer has nothing to choose, any
+        task present (with `H' = H` every task uses every head, in order: the adapter baseline's layers,
+        `total_*_attention_heads` = `H`), so a mixed batch projects as one task, in one matmul. `None` otherwise, or
+        with an unknown (traced) layout."""
+        if route.single_task is not None:
+            return route.single_task
         return route.tasks[0] if self.total_heads == self.num_heads and route.layout_known else None
 
     def _batched_weights(self, weight: torch.Tensor, bias: torch.Tensor | None) -> dict:
@@ -408,13 +411,10 @@ class HeadSelectionAttentionMixin:
 
     def _project_batched(self, x: torch.Tensor, part: str, route: TaskRoute, weights: dict):
         """`x @ W_task + b_task` on the rows of `part`, one batched matmul over the tasks present: the examples laid
-        out in one block per task ([`TaskRoute.task_blocks`]), projected, and put back in batch order."""
-        slots, positions, width = route.task_blocks
+        out in one block per task ([`TaskRoute.by_blocks`]), projected, and put back in batch order."""
         weight, bias = weights[part]
-        blocks = (x if slots is None else x.index_select(0, slots)).reshape(len(route.tasks), -1, x.shape[-1])
-        projected = torch.bmm(blocks, weight) if bias is None else torch.baddbmm(bias, blocks, weight)
-        projected = projected.reshape(len(route.tasks) * width, *x.shape[1:-1], -1)
-        return self._split_heads(projected if positions is None else projected.index_select(0, positions))
+        return self._split_heads(route.by_blocks(
+            x, lambda blocks: torch.bmm(blocks, weight) if bias is None else torch.baddbmm(bias, blocks, weight)))
 
     def _gathered_projector(self, route: TaskRoute, heads: torch.LongTensor | None, device: torch.device,
                             prepared: dict | None = None):

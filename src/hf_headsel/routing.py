@@ -163,6 +163,17 @@ class TaskRoute:
         return self.by_task(states, lambda examples: torch.cat(
             [fn(task, part) for task, part in zip(self.tasks, examples.split(self.sizes))]))
 
+    def by_blocks(self, states: torch.Tensor, fn: Callable[[torch.Tensor], torch.Tensor]) -> torch.Tensor:
+        """`fn(blocks)` on the rows of `states` (batch first) laid out as one block per task ([`task_blocks`]):
+        `blocks` is `[len(tasks), width * rest, features]`, block `i` holding the examples of `tasks[i]` (padded);
+        `fn` may change the last dimension. Its result is put back in batch order (a known layout only)."""
+        slots, positions, width = self.task_blocks
+        blocks = (states if slots is None else states.index_select(0, slots)).reshape(len(self.tasks), -1,
+                                                                                      states.shape[-1])
+        out = fn(blocks)
+        out = out.reshape(len(self.tasks) * width, *states.shape[1:-1], out.shape[-1])
+        return out if positions is None else out.index_select(0, positions)
+
     def by_task(self, states: torch.Tensor, fn: Callable[[torch.Tensor], torch.Tensor]) -> torch.Tensor:
         """`fn(examples)` on the rows of `states` laid out task by task (the examples of `tasks[i]` side by side,
         `sizes[i]` of them, in the order of `tasks`), its result put back in batch order: one sort and one unsort,
