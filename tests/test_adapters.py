@@ -126,7 +126,7 @@ def test_the_rows_of_the_tasks_present_are_cached_in_evaluation_until_a_paramete
         adapters.down_weight.add_(1.0)  # an optimizer step, load_state_dict: the version counter moves
         torch.testing.assert_close(adapters(states, route), task_by_task())
         adapters.up_weight.data = adapters.up_weight.data * 2  # bypasses the counter: cleared by hand
-        adapters.clear_task_parameters_cache()
+        adapters.clear_eval_cache()
         torch.testing.assert_close(adapters(states, route), task_by_task())
         adapters.double()  # a cast replaces every parameter's data
         states = states.double()
@@ -143,9 +143,9 @@ def test_clearing_the_models_cache_clears_the_adapters(family):
         model.generate(**family.inputs(), encoder_task_ids=ENCODER_IDS, decoder_task_ids=DECODER_IDS,
                        max_new_tokens=2, min_new_tokens=2)
     adapters = [m for m in model.modules() if isinstance(m, TaskAdapters)]
-    assert any(m._task_parameters_cache is not None for m in adapters)  # the decoder's steps cached their rows
+    assert any(m._eval_cache.keys() for m in adapters)  # the decoder's steps cached their rows
     model.clear_head_selection_cache()
-    assert all(m._task_parameters_cache is None for m in adapters)
+    assert not any(m._eval_cache.keys() for m in adapters)
 
 
 def test_decoding_steps_of_a_mixed_batch_take_the_blocks(family, monkeypatch):

@@ -393,7 +393,7 @@ def test_batched_projection_keeps_the_weights_of_the_last_tasks_only(family, pro
     for ids in (MIXED, dict(encoder_task_ids=torch.tensor([0, 1, 0, 1]), decoder_task_ids=torch.tensor([1, 2, 1, 2]))):
         forward_logits(model, inputs, decoder_input_ids, **ids)
         for layer in model.__dict__["_selecting_attentions"]:
-            batched = [key for key in layer._task_weights_cache if isinstance(key, tuple)]
+            batched = [key for key in layer._eval_cache.keys() if isinstance(key, tuple)]
             assert len(batched) == 1
 
 

@@ -16,12 +16,13 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from .eval_cache import EvalCacheMixin
 
 #: The parameters of every task's adapter, in the order [`TaskAdapters.task_parameters`] gives them.
 PARAMETERS = ("layer_norm_weight", "layer_norm_bias", "down_weight", "down_bias", "up_weight", "up_bias")
 
 
-class TaskAdapters(nn.Module):
+class TaskAdapters(EvalCacheMixin, nn.Module):
     """One bottleneck adapter per task for one layer, applied per example by its task id."""
 
     def __init__(self, num_tasks: int, hidden_size: int, bottleneck: int, eps: float = 1e-5):
@@ -33,7 +34,7 @@ class TaskAdapters(nn.Module):
         self.down_bias = nn.Parameter(torch.zeros(num_tasks, bottleneck))
         self.up_weight = nn.Parameter(torch.zeros(num_tasks, hidden_size, bottleneck))
         self.up_bias = nn.Parameter(torch.zeros(num_tasks, hidden_size))
-        self._task_parameters_cache = None  # see [`task_parameters`]
+        self.init_eval_cache()  # see [`task_parameters`]
 
     def extra_repr(self) -> str:
         tasks, bottleneck, hidden = self.down_weight.shape
@@ -82,13 +83,6 @@ class TaskAdapters(nn.Module):
             return parameters
         if self.training or torch.is_grad_enabled() or torch.compiler.is_compiling():
             return [parameter[route.task_index] for parameter in parameters]
-        state = (route.tasks, *((id(p), p._version, p.device, p.dtype) for p in parameters))
-        cached = self._task_parameters_cache
-        if cached is None or cached[0] != state:
-            # the parameters are kept with the entry, so that their ids cannot be reused by new tensors meanwhile
-            cached = (state, [parameter[route.task_index] for parameter in parameters], parameters)
-            self._task_parameters_cache = cached
-        return cached[1]
-
-    def clear_task_parameters_cache(self) -> None:
-        self._task_parameters_cache = None
+        self._eval_cache.keep_one(route.tasks)  # the rows of the last set of tasks only
+        return self._eval_cache.get(route.tasks, parameters,
+                                    lambda: [parameter[route.task_index] for parameter in parameters])

@@ -5,8 +5,8 @@
 `Speech2TextAttention`). Only the selected heads are projected, attended and cached; in evaluation the selected
 projection rows are sliced once per task, not once per decoding step.
 
-Copied next to saved models as remote code; imports only torch, transformers and its siblings `routing.py` and
-`selection.py`.
+Copied next to saved models as remote code; imports only torch, transformers and its siblings `compat.py`,
+`eval_cache.py`, `routing.py` and `selection.py`.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 from transformers.processing_utils import Unpack
 
 from .compat import takes_stock_cache_name
+from .eval_cache import EvalCacheMixin
 from .routing import (
     EVAL_WEIGHTS_KWARG,
     LAYER_KWARGS,
@@ -113,7 +114,7 @@ class TaskRowsLinear(torch.autograd.Function):
         return grad_x, None, None, None, *grad_params
 
 
-class HeadSelectionAttentionMixin:
+class HeadSelectionAttentionMixin(EvalCacheMixin):
     """Turns a stock attention layer (`q_proj`, `k_proj`, `v_proj`, `out_proj`) into one with `H'` candidate heads.
 
     Mixed in before the stock attention class, so output capture (`output_attentions=True`) still recognises it.
@@ -148,18 +149,13 @@ class HeadSelectionAttentionMixin:
         self.v_proj = nn.Linear(self.embed_dim, width, bias=bias)
         # A plain reference, not a submodule: `phi` is registered once, on the model.
         self.__dict__["selector"] = selector
-        self.__dict__["_task_weights_cache"] = {}
+        self.init_eval_cache()
 
     def extra_repr(self) -> str:
         return (
             f"component={self.component}, layer={self.selection_layer}, heads={self.num_heads}, "
             f"total_heads={self.total_heads}"
         )
-
-    def _apply(self, fn, *args, **kwargs):
-        # `.to()`, `.half()`, `.cuda()`: the cached weight slices belong to the old tensors.
-        self._task_weights_cache.clear()
-        return super()._apply(fn, *args, **kwargs)
 
     # ---- weights ----------------------------------------------------------------------------------------------
 
@@ -209,14 +205,14 @@ class HeadSelectionAttentionMixin:
             offsets[device] = projection + torch.arange(self.head_dim, device=device)
         return offsets[device]
 
-    def _weights_state(self) -> tuple:
-        """What the cached weights depend on: each source tensor (by identity) and its in-place version counter."""
+    def _cache_sources(self) -> list[torch.Tensor]:
+        """What the cached weights are derived from: the q/k/v weights and biases and `phi`."""
         # Read through `_modules` / `_parameters`: this runs in every layer call, and `nn.Module.__getattr__` is slow.
         modules = self._modules
         projections = ("q_proj", "k_proj", "v_proj")
         params = [modules[name]._parameters[kind] for name in projections for kind in ("weight", "bias")]
         params.append(self.selector.logits)
-        return tuple((id(p), p._version) for p in params if p is not None)
+        return [p for p in params if p is not None]
 
     def _eval_cached(self, key, compute: Callable[[], object], prepared: dict | None = None):
         """`compute()` cached under `key` until the weights or `phi` change (evaluation without autograd only);
@@ -224,8 +220,9 @@ class HeadSelectionAttentionMixin:
 
         Recomputed when a projection weight or `phi` is replaced (`load_state_dict(assign=True)`) or changed in place
         through autograd-visible ops (optimizer steps, `load_state_dict`, `copy_` under `no_grad`), and dropped when
-        the module moves (`.to()`) or switches between `train()` and `eval()`. Writes through `param.data` bypass
-        the version counters: call `model.clear_head_selection_cache()` after those.
+        the module moves (`.to()`) or switches between `train()` and `eval()` (see [`ParameterDerivedCache`]).
+        Writes through `param.data` bypass the version counters: call `model.clear_head_selection_cache()` after
+        those.
 
         Under torch.compile the value is computed in the graph instead (unless `prepared`): the `(id, _version)`
         guard is host-side state that dynamo cannot trace, and a compiled graph must follow the weights without it.
@@ -234,14 +231,7 @@ class HeadSelectionAttentionMixin:
             return prepared[key]
         if is_compiling():
             return compute()
-        state = self._weights_state()
-        cached = self._task_weights_cache.get(key)
-        if cached is None or cached[0] != state:
-            # keep the source tensors alive with the entry, so that their ids cannot be reused by new tensors
-            sources = [p for p in self.parameters(recurse=True)] + [self.selector.logits]
-            cached = (state, compute(), sources)
-            self._task_weights_cache[key] = cached
-        return cached[1]
+        return self._eval_cache.get(key, self._cache_sources(), compute)
 
     def eval_weights(self, route: TaskRoute, traced: bool = False) -> dict:
         """The evaluation caches a one-token decoding step without autograd routed by `route` reads, validated now:
@@ -265,13 +255,6 @@ class HeadSelectionAttentionMixin:
         if mixed == "gathered" or traced:
             weights["all"] = self._eval_cached("all", self._stacked_weights)
         return weights
-
-    def clear_task_weights_cache(self) -> None:
-        self._task_weights_cache.clear()
-
-    def train(self, mode: bool = True):
-        self._task_weights_cache.clear()
-        return super().train(mode)
 
     # ---- the choice of heads ----------------------------------------------------------------------------------
 
@@ -315,9 +298,7 @@ class HeadSelectionAttentionMixin:
         may mix any of them)."""
         key = ("batched", tasks)
         if (prepared is None or key not in prepared) and not is_compiling():
-            for stale in [k for k in self._task_weights_cache if isinstance(k, tuple) and k[0] == "batched"
-                          and k != key]:
-                del self._task_weights_cache[stale]
+            self._eval_cache.keep_one(key, lambda k: isinstance(k, tuple) and k[0] == "batched")
 
         def compute():
             heads = self._layer_choice(None, device, prepared)[0]
@@ -445,12 +426,7 @@ class HeadSelectionAttentionMixin:
         with the same ids."""
         if is_compiling():
             return partial(self._candidate_rows, heads[route.ids])
-        key = (route.ids, route.ids._version, heads)  # the tensors themselves: their ids cannot be reused meanwhile
-        cached = self.__dict__.get("_example_rows")
-        if cached is None or cached[0] is not key[0] or cached[1] != key[1] or cached[2] is not key[2]:
-            cached = (*key, heads[route.ids], {})
-            self.__dict__["_example_rows"] = cached
-        example_heads, rows = cached[3], cached[4]
+        example_heads, rows = self._eval_cache.get("example rows", (route.ids, heads), lambda: (heads[route.ids], {}))
 
         def rows_of(parts: int, time: int) -> torch.Tensor:
             if (parts, time) not in rows:

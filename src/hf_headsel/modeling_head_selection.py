@@ -9,8 +9,8 @@
 * [`HeadSelSeq2SeqLMOutput`]: the stock output plus `head_selection_kl`.
 
 Each family's modeling module only names the stock classes it extends. Copied next to saved models as remote code;
-imports only torch, transformers and its sibling modules (`adapters`, `attention`, `configuration_head_selection`,
-`conversion`, `routing`, `selection`).
+imports only torch, transformers and its sibling modules (`adapters`, `configuration_head_selection`, `conversion`,
+`eval_cache`, `routing`, `selection`).
 """
 
 from __future__ import annotations
@@ -24,10 +24,10 @@ from transformers import initialization as init
 from transformers.modeling_outputs import Seq2SeqLMOutput
 
 from .adapters import TaskAdapters
-from .attention import HeadSelectionAttentionMixin
 from .configuration_head_selection import SIDES, HeadSelectionConfigMixin, attention_path, component_side
 from .compat import CACHE_KWARG
 from .conversion import export_task_model, from_stock
+from .eval_cache import EvalCacheMixin
 from .routing import (
     EVAL_WEIGHTS_KWARG,
     ROUTING_KWARG,
@@ -180,12 +180,11 @@ class HeadSelectionBaseModelMixin:
         return super().save_pretrained(save_directory, *args, **kwargs)
 
     def clear_head_selection_cache(self) -> None:
-        """Drop the per-task weight slices cached for evaluation (needed only after writes through `param.data`)."""
+        """Drop what the attention layers and adapters cached for evaluation (per-task weight rows; see
+        [`ParameterDerivedCache`]): needed only after writes through `param.data`, which the cache cannot see."""
         for module in self.modules():
-            if isinstance(module, HeadSelectionAttentionMixin):
-                module.clear_task_weights_cache()
-            elif isinstance(module, TaskAdapters):
-                module.clear_task_parameters_cache()
+            if isinstance(module, EvalCacheMixin):
+                module.clear_eval_cache()
 
     def selected_heads(self) -> dict[str, torch.LongTensor]:
         """The deterministic choice: `{component: LongTensor[tasks, layers, H]}`, candidates listed slot by slot."""

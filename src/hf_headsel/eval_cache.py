@@ -1,0 +1,76 @@
+# Copyright 2026 The hf-headsel authors. Licensed under the Apache License, Version 2.0.
+"""Evaluation caches: values derived from a module's parameters (a task's weight rows, stacked projections), kept
+for the decoding steps of a `generate` call until one of the parameters they were derived from changes.
+
+Copied next to saved models as remote code; imports only torch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Hashable, Sequence
+
+import torch
+
+
+class ParameterDerivedCache:
+    """Values computed from some source tensors, each kept while its sources are the same tensors at the same
+    in-place version.
+
+    A source replaced (`load_state_dict(assign=True)`) has a new identity; one changed in place through
+    autograd-visible ops (optimizer steps, `load_state_dict`, `copy_` under `no_grad`) has a new version counter.
+    Writes through `param.data` and module moves or casts (`.to()`, `.half()`, which replace `param.data`) change
+    neither: [`EvalCacheMixin`] clears the cache on moves, and `model.clear_head_selection_cache()` after `.data`
+    writes. The sources are kept alive with their entry, so that their ids cannot be reused by new tensors meanwhile.
+    """
+
+    __slots__ = ("_entries",)
+
+    def __init__(self) -> None:
+        self._entries: dict[Hashable, tuple] = {}
+
+    def get(self, key: Hashable, sources: Sequence[torch.Tensor], compute: Callable[[], object]):
+        """The value cached under `key`, or `compute()` (then cached) when there is none or its sources changed."""
+        state = tuple((id(source), source._version) for source in sources)
+        entry = self._entries.get(key)
+        if entry is None or entry[0] != state:
+            entry = (state, compute(), tuple(sources))
+            self._entries[key] = entry
+        return entry[1]
+
+    def keep_one(self, key: Hashable, of_kind: Callable[[Hashable], bool] | None = None) -> None:
+        """Drop the entries other than `key` whose keys are `of_kind` (default: all): where only the latest of a kind
+        is worth keeping (the rows of the last set of tasks a server's batches mixed)."""
+        for stale in [k for k in self._entries if k != key and (of_kind is None or of_kind(k))]:
+            del self._entries[stale]
+
+    def keys(self) -> list[Hashable]:
+        return list(self._entries)
+
+    def clear(self) -> None:
+        self._entries.clear()
+
+
+class EvalCacheMixin:
+    """A module holding a [`ParameterDerivedCache`] as `self._eval_cache` (set up by `init_eval_cache()`), cleared
+    when the module moves or is cast, when it switches between training and evaluation, and by `clear_eval_cache()`
+    (what `model.clear_head_selection_cache()` calls on every such module)."""
+
+    def init_eval_cache(self) -> None:
+        self._eval_cache = ParameterDerivedCache()
+
+    def clear_eval_cache(self) -> None:
+        cache = self.__dict__.get("_eval_cache")  # absent before `init_eval_cache()`
+        if cache is not None:
+            cache.clear()
+
+    def _apply(self, fn, *args, **kwargs):
+        # `.to()`, `.half()`, `.cuda()` replace `param.data`: the cached values belong to the old tensors
+        self.clear_eval_cache()
+        return super()._apply(fn, *args, **kwargs)
+
+    def train(self, mode: bool = True):
+        self.clear_eval_cache()
+        return super().train(mode)
+
+
+__all__ = ["EvalCacheMixin", "ParameterDerivedCache"]

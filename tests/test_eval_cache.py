@@ -1,0 +1,81 @@
+"""The evaluation cache (`hf_headsel/eval_cache.py`): a value is kept while its sources are the same tensors at the
+same version, recomputed when one is replaced or changed in place, and dropped when its module moves, is cast or
+switches mode. How the attention layers and adapters use it is tested with them (`test_attention.py`,
+`test_adapters.py`)."""
+
+import torch
+from torch import nn
+
+from hf_headsel.eval_cache import EvalCacheMixin, ParameterDerivedCache
+
+
+def counting(value):
+    calls = []
+
+    def compute():
+        calls.append(1)
+        return value
+
+    return compute, calls
+
+
+def test_a_value_is_computed_once_while_its_sources_are_unchanged():
+    cache, source = ParameterDerivedCache(), torch.zeros(3)
+    compute, calls = counting("rows")
+    assert cache.get("key", [source], compute) == "rows"
+    assert cache.get("key", [source], compute) == "rows"
+    assert len(calls) == 1
+
+
+def test_a_source_changed_in_place_or_replaced_recomputes_the_value():
+    cache, source = ParameterDerivedCache(), torch.zeros(3)
+    compute, calls = counting("rows")
+    cache.get("key", [source], compute)
+    source.add_(1.0)  # an optimizer step: the version counter moves
+    cache.get("key", [source], compute)
+    assert len(calls) == 2
+    cache.get("key", [torch.zeros(3)], compute)  # another tensor (load_state_dict(assign=True))
+    assert len(calls) == 3
+
+
+def test_keys_are_kept_apart_and_keep_one_drops_the_others_of_its_kind():
+    cache, source = ParameterDerivedCache(), torch.zeros(3)
+    for key in [("batched", (0, 1)), ("batched", (1, 2)), "heads"]:
+        cache.get(key, [source], lambda key=key: key)
+    assert cache.get(("batched", (0, 1)), [source], lambda: "recomputed") == ("batched", (0, 1))
+    cache.keep_one(("batched", (1, 2)), lambda key: isinstance(key, tuple))
+    assert cache.keys() == [("batched", (1, 2)), "heads"]
+    cache.keep_one("heads")  # of every kind
+    assert cache.keys() == ["heads"]
+
+
+def test_the_sources_are_kept_alive_with_their_entry():
+    # a source freed while its entry lives could hand its id to a new tensor, which would then match a stale state
+    cache = ParameterDerivedCache()
+    source = torch.zeros(3)
+    cache.get("key", [source], lambda: "rows")
+    source_id = id(source)
+    del source
+    assert any(id(tensor) == source_id for tensor in cache._entries["key"][2])
+
+
+class Cached(EvalCacheMixin, nn.Linear):
+    def __init__(self):
+        super().__init__(2, 2)
+        self.init_eval_cache()
+
+
+def test_moving_casting_or_switching_mode_clears_the_module_cache():
+    module = Cached()
+    for change in (lambda: module.double(), lambda: module.train(), lambda: module.eval(), module.clear_eval_cache):
+        module._eval_cache.get("key", [module.weight], lambda: "rows")
+        assert module._eval_cache.keys() == ["key"]
+        change()
+        assert module._eval_cache.keys() == []
+
+
+def test_a_module_without_its_cache_yet_moves_and_switches_mode():
+    class Late(EvalCacheMixin, nn.Linear):
+        pass
+
+    Late(2, 2).double().train().eval().clear_eval_cache()  # no cache set up: nothing to clear, no error
