@@ -7,6 +7,7 @@
 * the forwards declare `**kwargs: Unpack[TransformersKwargs]` like the stock ones;
 * base models (`HeadSelMarianModel`, `HeadSelSpeech2TextModel`) are registered with `AutoModel` and load from and into
   the generation models' checkpoints like the stock families do;
+* the whole model pickles and deep-copies (adapters included), the copy generating what the original does;
 * a search over the keywords of the stock forward / generate path: the `H' = H` head-selection twin of a stock
   model (same weights, one candidate per slot) returns what the stock model returns, keyword by keyword.
 
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 import copy
 import inspect
+import io
 import types
 import typing
 
@@ -29,6 +31,7 @@ from transformers.processing_utils import Unpack
 from transformers.utils import ModelOutput, TransformersKwargs
 
 from hf_headsel.compat import CACHE_KWARG, OLD_CACHE_KWARG
+from hf_headsel.eval_cache import EvalCacheMixin
 
 from conftest import ALL_COMPONENTS, HEADS, randomize_selector_logits, seed_everything
 
@@ -672,3 +675,31 @@ def test_every_generate_option_gives_the_stock_output(family, case):
         expected = {key: value for key, value in expected.items() if key != CACHE_KWARG}
         got = {key: value for key, value in got.items() if key != CACHE_KWARG}
     assert_same(got, expected, case)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# (6) the whole model pickled and copied
+# ---------------------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("adapters", [None, 8], ids=["no_adapters", "adapters"])
+def test_the_whole_model_pickles_and_copies_like_the_stock_model(family, adapters):
+    """`torch.save(model)` / `torch.load` (pickle: what spawned workers receive) and `copy.deepcopy`, as on the stock
+    model, give a model that generates what the original does; a copy starts with empty evaluation caches."""
+    stock = family.stock_model()
+    torch.save(stock, io.BytesIO())
+    model = build(family, 2, task_adapter_dim=adapters)
+    with torch.no_grad():
+        for name, parameter in model.named_parameters():
+            if ".task_adapter." in name:  # fresh adapters change nothing: make them count
+                parameter.add_(torch.randn_like(parameter) * 0.5)
+    kwargs = dict(**family.inputs(), **MIXED, max_new_tokens=4, min_new_tokens=4)
+    with torch.no_grad():
+        expected = model.generate(**kwargs)  # fills the evaluation caches
+    buffer = io.BytesIO()
+    torch.save(model, buffer)
+    buffer.seek(0)
+    for clone in (torch.load(buffer, weights_only=False), copy.deepcopy(model)):
+        assert not any(m._eval_cache.keys() for m in clone.modules() if isinstance(m, EvalCacheMixin))
+        with torch.no_grad():
+            assert torch.equal(clone.generate(**kwargs), expected)

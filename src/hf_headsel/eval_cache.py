@@ -49,6 +49,11 @@ class ParameterDerivedCache:
     def clear(self) -> None:
         self._entries.clear()
 
+    def __reduce__(self):
+        # A pickled or deep-copied model starts with an empty cache: the states hold the ids of the original's tensors,
+        # which mean nothing in another process, and the copy's values are recomputed from its own parameters.
+        return type(self), ()
+
 
 class EvalCacheMixin:
     """A module holding a [`ParameterDerivedCache`] as `self._eval_cache` (set up by `init_eval_cache()`), cleared

@@ -123,7 +123,7 @@ class HeadSelectionBaseModelMixin:
             sides = config.adapter_sides(side)
             for layer in layers:
                 layer.task_adapter = TaskAdapters(config.num_keys(sides), config.d_model, config.task_adapter_dim)
-                layer.register_forward_hook(_adapter_hook(config, sides), with_kwargs=True)
+                layer.register_forward_hook(_AdapterHook(config, sides), with_kwargs=True)
 
     def initialize_weights(self):
         super().initialize_weights()
@@ -449,16 +449,18 @@ class HeadSelectionModelMixin(HeadSelectionBaseModelMixin):
         return outputs
 
 
-def _adapter_hook(config: HeadSelectionConfigMixin, sides: tuple[str, ...]):
-    """A forward hook running a layer's output through the adapter of every example's task."""
+class _AdapterHook:
+    """A forward hook running a layer's output through the adapter of every example's task. A class rather than a
+    closure, so that a model with adapters pickles (`torch.save(model)`, spawned workers) like the stock model."""
 
-    def hook(layer, args, kwargs, output):
+    def __init__(self, config: HeadSelectionConfigMixin, sides: tuple[str, ...]):
+        self.config, self.sides = config, sides
+
+    def __call__(self, layer, args, kwargs, output):
         hidden_states = output[0] if isinstance(output, tuple) else output
-        route = route_from_kwargs(config, sides, kwargs, hidden_states)
+        route = route_from_kwargs(self.config, self.sides, kwargs, hidden_states)
         adapted = layer.task_adapter(hidden_states, route)
         return (adapted, *output[1:]) if isinstance(output, tuple) else adapted
-
-    return hook
 
 
 __all__ = ["BATCH_FIRST_INPUTS", "HeadSelSeq2SeqLMOutput", "HeadSelectionBaseModelMixin", "HeadSelectionModelMixin"]
