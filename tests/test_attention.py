@@ -1,6 +1,7 @@
 """Behaviour of the head-selection attention layers (`hf_headsel/attention.py`), for both families: the KV cache
-and attention weights hold only the selected heads, every attention backend works, and the evaluation weight cache
-never serves stale weights (DESIGN.md section 5)."""
+and attention weights hold only the selected heads, every attention backend works, the evaluation weight cache
+never serves stale weights (DESIGN.md section 5), and q/k/v projections replaced by other modules (LoRA-like
+wrappers) compute what their merged weights compute, in evaluation, generation and training."""
 
 from __future__ import annotations
 
@@ -24,6 +25,7 @@ from conftest import (
     fresh_copy,
     mixed_model,
     randomize_selector_logits,
+    seed_everything,
     selecting_attentions,
     take,
 )
@@ -246,3 +248,76 @@ def test_eval_outputs_are_right_after_changing_dtype(family):
     torch.testing.assert_close(out.float(), before, rtol=1e-4, atol=1e-4)
     model.to(torch.float32)
     torch.testing.assert_close(eval_logits(model, family), before)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# (9) Projections that are not plain nn.Linear (PEFT's LoRA, quantized layers): projected through the modules
+# ---------------------------------------------------------------------------------------------------------------
+
+
+class LowRankDelta(torch.nn.Module):
+    """`base(x) + up(down(x))`, what a LoRA layer computes, written out: a projection with no `weight` of its own."""
+
+    def __init__(self, base: torch.nn.Linear, rank: int = 2):
+        super().__init__()
+        self.base = base
+        self.down = torch.nn.Linear(base.in_features, rank, bias=False)
+        self.up = torch.nn.Linear(rank, base.out_features, bias=False)
+        torch.nn.init.normal_(self.up.weight, std=0.2)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.base(x) + self.up(self.down(x))
+
+    def merged(self) -> torch.nn.Linear:
+        linear = copy.deepcopy(self.base)
+        with torch.no_grad():
+            linear.weight += self.up.weight @ self.down.weight
+        return linear
+
+
+def wrapped_and_merged(family, strategy: str = "group"):
+    """A model whose selecting layers' q/k/v projections are [`LowRankDelta`]s, and a copy with each delta merged
+    into a plain `nn.Linear`: the two compute the same function."""
+    model = mixed_model(family, strategy)
+    merged = copy.deepcopy(model)
+    for (_, _, layer), (_, _, merged_layer) in zip(selecting_attentions(model), selecting_attentions(merged)):
+        for name in ("q_proj", "k_proj", "v_proj"):
+            delta = LowRankDelta(getattr(layer, name))
+            setattr(layer, name, delta)
+            setattr(merged_layer, name, delta.merged())
+    return model, merged
+
+
+@pytest.mark.parametrize("strategy", ["group", "subset", "task_specific"])
+def test_wrapped_projections_compute_what_their_merged_weights_compute(family, strategy):
+    model, merged = wrapped_and_merged(family, strategy)
+    assert all(layer._projects_through_modules() for _, _, layer in selecting_attentions(model))
+    assert not any(layer._projects_through_modules() for _, _, layer in selecting_attentions(merged))
+    inputs, decoder_input_ids = family.inputs(), family.decoder_input_ids()
+    for ids in (MIXED, dict(encoder_task_ids=torch.tensor([1] * 4), decoder_task_ids=torch.tensor([2] * 4))):
+        torch.testing.assert_close(forward_logits(model, inputs, decoder_input_ids, **ids),
+                                   forward_logits(merged, inputs, decoder_input_ids, **ids))
+    with torch.no_grad():
+        generated = model.generate(**inputs, **MIXED, max_new_tokens=4, min_new_tokens=4, num_beams=2)
+        assert torch.equal(generated, merged.generate(**inputs, **MIXED, max_new_tokens=4, min_new_tokens=4,
+                                                      num_beams=2))
+
+
+def test_wrapped_projections_train_like_their_merged_weights(family):
+    """A training step (Gumbel draw seeded alike): the same loss, and the wrapped base weights get the gradients of
+    the merged weights; the deltas' own parameters get theirs."""
+    model, merged = wrapped_and_merged(family)
+    losses, grads = [], []
+    for m in (model, merged):
+        m.train()
+        seed_everything(7)
+        loss = m(**family.inputs(), labels=family.labels(), **MIXED).loss
+        loss.backward()
+        losses.append(loss.detach())
+        grads.append({n.replace(".base.", "."): p.grad for n, p in m.named_parameters() if p.grad is not None})
+    torch.testing.assert_close(losses[0], losses[1])
+    deltas = {n for n in grads[0] if ".down." in n or ".up." in n}
+    assert deltas and all(grads[0][n].abs().sum() > 0 for n in deltas)
+    assert set(grads[0]) - deltas == set(grads[1])
+    for name, grad in grads[1].items():
+        torch.testing.assert_close(grads[0][name], grad, msg=name)

@@ -178,6 +178,20 @@ def test_export_copies_selected_rows_in_slot_order(family):
         assert getattr(target, "q_proj").weight.shape == (HEADS * HEAD_DIM, HEADS * HEAD_DIM)
 
 
+def test_export_refuses_projections_it_cannot_slice_until_merged(family):
+    """A q/k/v projection replaced by another module (here PEFT's LoRA) has no weight rows to copy: a clear error
+    that says how to merge; merged (`merge_and_unload`), the export equals the model for its task."""
+    peft = pytest.importorskip("peft")
+    model = headsel_model(family, **SELECTIONS["group-decoder"])
+    lora = peft.get_peft_model(model, peft.LoraConfig(r=2, target_modules=["q_proj"], init_lora_weights=False))
+    with pytest.raises(ValueError, match=r"project through other modules .*merge_and_unload\(\)"):
+        export_task_model(lora.base_model.model, encoder_task="de", decoder_task="it")
+    merged = lora.merge_and_unload().eval()
+    inputs = model_inputs(family)
+    torch.testing.assert_close(logits(export_task_model(merged, encoder_task="de", decoder_task="it"), inputs),
+                               logits(merged, inputs, 1, 2))
+
+
 def test_export_task_resolution(family):
     model = headsel_model(family, **SELECTIONS["group-decoder"])
     inputs = model_inputs(family)

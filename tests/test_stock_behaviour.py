@@ -8,6 +8,7 @@
 * base models (`HeadSelMarianModel`, `HeadSelSpeech2TextModel`) are registered with `AutoModel` and load from and into
   the generation models' checkpoints like the stock families do;
 * the whole model pickles and deep-copies (adapters included), the copy generating what the original does;
+* dynamic quantization gives the quantized stock model's output, and LoRA through PEFT trains and merges;
 * a search over the keywords of the stock forward / generate path: the `H' = H` head-selection twin of a stock
   model (same weights, one candidate per slot) returns what the stock model returns, keyword by keyword.
 
@@ -703,3 +704,53 @@ def test_the_whole_model_pickles_and_copies_like_the_stock_model(family, adapter
         assert not any(m._eval_cache.keys() for m in clone.modules() if isinstance(m, EvalCacheMixin))
         with torch.no_grad():
             assert torch.equal(clone.generate(**kwargs), expected)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# (7) projections replaced by other modules: dynamic quantization, PEFT's LoRA
+# ---------------------------------------------------------------------------------------------------------------
+
+
+def quantize_dynamic(model):
+    quantization = getattr(torch.ao, "quantization", None)
+    if quantization is None or not hasattr(quantization, "quantize_dynamic"):
+        pytest.skip("this torch has no torch.ao.quantization.quantize_dynamic")
+    return quantization.quantize_dynamic(model, {torch.nn.Linear}, dtype=torch.qint8)
+
+
+@pytest.mark.filterwarnings("ignore:torch.quantize_per_tensor")  # deprecated in torch, still the stock CPU recipe
+def test_dynamic_quantization_gives_the_quantized_stock_output(family):
+    """`quantize_dynamic` (CPU serving of the stock models) replaces every `nn.Linear`: the quantized twin projects
+    through the quantized modules and returns exactly what the quantized stock model returns."""
+    stock, model = twin(family)
+    stock, model = quantize_dynamic(stock), quantize_dynamic(model)
+    kwargs = dict(**family.inputs(), max_new_tokens=5, min_new_tokens=5)
+    with torch.no_grad():
+        assert torch.equal(model.generate(**kwargs, **MIXED), stock.generate(**kwargs))
+        expected = stock(**family.inputs(), decoder_input_ids=family.decoder_input_ids()).logits
+        got = model(**family.inputs(), decoder_input_ids=family.decoder_input_ids(), **MIXED).logits
+    torch.testing.assert_close(got, expected, rtol=0, atol=0)
+
+
+def test_peft_lora_on_the_attention_projections_trains_and_merges(family):
+    """LoRA through PEFT on `q_proj` / `v_proj` of a model selecting everywhere: the LoRA weights learn (the frozen
+    model's do not), and the merged model (`merge_and_unload`, plain `nn.Linear` again) computes what the PEFT model
+    computes, for a mixed batch."""
+    peft = pytest.importorskip("peft")
+    model = build(family, 2)
+    config = peft.LoraConfig(r=4, target_modules=["q_proj", "v_proj"], init_lora_weights=False)
+    lora = peft.get_peft_model(model, config)
+    lora.train()
+    loss = lora(**family.inputs(), labels=family.labels(), **MIXED).loss
+    loss.backward()
+    trained = {name for name, p in lora.named_parameters() if p.grad is not None and p.grad.abs().sum() > 0}
+    assert trained and all("lora_" in name for name in trained)
+    assert any(".self_attn.q_proj." in name for name in trained)
+    assert any(".encoder_attn.v_proj." in name for name in trained)
+    lora.eval()
+    kwargs = dict(**family.inputs(), decoder_input_ids=family.decoder_input_ids(), **MIXED)
+    with torch.no_grad():
+        expected = lora(**kwargs).logits
+        merged = lora.merge_and_unload()
+        assert type(merged) is family.model_class
+        torch.testing.assert_close(merged(**kwargs).logits, expected, rtol=1e-4, atol=1e-5)

@@ -40,6 +40,8 @@ MIXED_BATCH_PROJECTIONS = ("auto", "grouped", "gathered", "batched")
 #: queries and the keys/values from different inputs (cross-attention). Rows of the stacked q/k/v weights, in units
 #: of one projection's rows.
 PARTS = {"qkv": (0, 3), "q": (0, 1), "kv": (1, 3)}
+#: The projections whose rows are the candidates' queries, keys and values, in the order of [`PARTS`].
+PROJECTIONS = ("q_proj", "k_proj", "v_proj")
 
 
 def _cat(parts: list[torch.Tensor]) -> torch.Tensor:
@@ -162,7 +164,16 @@ class HeadSelectionAttentionMixin(EvalCacheMixin):
     def _projections(self, part: str = "qkv") -> tuple[nn.Linear, ...]:
         """The projections (`q_proj`, `k_proj`, `v_proj`) whose rows make up `part` of [`PARTS`]."""
         start, stop = PARTS[part]
-        return (self.q_proj, self.k_proj, self.v_proj)[start:stop]
+        return tuple(self._modules[name] for name in PROJECTIONS[start:stop])
+
+    def _projects_through_modules(self) -> bool:
+        """Whether a q/k/v projection is something other than a plain `nn.Linear`: wrapped by PEFT (LoRA and the
+        like), quantized (`torch.ao.quantization.quantize_dynamic`), any module whose forward is not `x @ W^T + b` of
+        its own `weight`. Its weight rows cannot be sliced per task then: every candidate is projected through the
+        module itself and each example takes its heads ([`_module_projector`])."""
+        modules = self._modules  # runs in every layer call: no generator, no `nn.Module.__getattr__`
+        return not (type(modules["q_proj"]) is nn.Linear and type(modules["k_proj"]) is nn.Linear
+                    and type(modules["v_proj"]) is nn.Linear)
 
     def _stacked_weights(self, part: str = "qkv") -> tuple[torch.Tensor, torch.Tensor | None]:
         """The weights (and biases) of `part` of all `H'` candidates stacked: `[3 * H' * head_dim, d_model]` for
@@ -206,11 +217,11 @@ class HeadSelectionAttentionMixin(EvalCacheMixin):
         return offsets[device]
 
     def _cache_sources(self) -> list[torch.Tensor]:
-        """What the cached weights are derived from: the q/k/v weights and biases and `phi`."""
+        """What the cached weights are derived from: the q/k/v weights and biases and `phi` (only `phi` of a
+        projection that is no plain `nn.Linear`: see [`_projects_through_modules`])."""
         # Read through `_modules` / `_parameters`: this runs in every layer call, and `nn.Module.__getattr__` is slow.
         modules = self._modules
-        projections = ("q_proj", "k_proj", "v_proj")
-        params = [modules[name]._parameters[kind] for name in projections for kind in ("weight", "bias")]
+        params = [modules[name]._parameters.get(kind) for name in PROJECTIONS for kind in ("weight", "bias")]
         params.append(self.selector.logits)
         return [p for p in params if p is not None]
 
@@ -233,6 +244,14 @@ class HeadSelectionAttentionMixin(EvalCacheMixin):
             return compute()
         return self._eval_cache.get(key, self._cache_sources(), compute)
 
+    def _device(self) -> torch.device:
+        """Where the layer computes: its first parameter's device (a quantized layer has none: `phi`'s, else the
+        CPU, where quantized layers run)."""
+        for parameter in self.parameters():
+            return parameter.device
+        logits = self.selector.logits
+        return torch.device("cpu") if logits is None else logits.device
+
     def eval_weights(self, route: TaskRoute, traced: bool = False) -> dict:
         """The evaluation caches a one-token decoding step without autograd routed by `route` reads, validated now:
         the choice (`"heads"`), the weight and bias rows of the route's one task by part (key: the task; see
@@ -242,8 +261,10 @@ class HeadSelectionAttentionMixin(EvalCacheMixin):
         graph cannot read (`traced`). `generate` validates them once per call and hands them to every step
         (`head_selection_eval_weights`): a compiled step cannot validate the cache, and would otherwise gather the
         selected rows in its graph at every step."""
-        device = self.q_proj.weight.device
+        device = self._device()
         weights = {"heads": self._layer_choice(None, device)[0]}
+        if self._projects_through_modules():  # no weight rows to keep: see [`_module_projector`]
+            return weights
         task = self._serving_task(route)
         if task is not None:  # as [`_projector`] serves it: one task's rows
             weights[task] = self._cached_task_weights(task, device)
@@ -343,17 +364,20 @@ class HeadSelectionAttentionMixin(EvalCacheMixin):
         number of kernels and no loop over tasks, which is what counts where small kernels are launch-bound (CUDA).
         `prepared`: this layer's evaluation caches as validated for the call ([`eval_weights`]), or `None`.
         """
+        through_modules = self._projects_through_modules()
         # without autograd in evaluation, the choice and the weights come from the layer's cache
         if self._uses_eval_cache():
             heads = gates = None
             task = self._serving_task(route)
-            if task is not None:  # serving one task (or tasks that cannot differ): its cached rows, validated once
+            if task is not None and not through_modules:  # serving one task: its cached rows, validated once
                 rows = self._cached_task_weights(task, states.device, prepared)
                 return partial(self._project_rows, rows=rows), None
         else:
             heads, gates = self._layer_choice(routing, states.device)
         if gates is not None:  # one task's gates broadcast over the batch, else one row per example
             gates = gates[route.single_task] if route.single_task is not None else gates[route.ids]
+        if through_modules:
+            return self._module_projector(route, heads, states, prepared), gates
         mixed = None if route.single_task is not None else self._mixed_projection(
             route, states.device, step=states.shape[-2] == 1)
         if mixed == "gathered":
@@ -409,7 +433,25 @@ class HeadSelectionAttentionMixin(EvalCacheMixin):
         else:
             weights = self._stacked_weights
             rows = partial(self._candidate_rows, heads[route.ids])
-        return partial(self._project_gathered, weights=weights, rows=rows)
+        return partial(self._project_gathered, candidates=lambda x, part: F.linear(x, *weights(part)), rows=rows)
+
+    def _module_projector(self, route: TaskRoute, heads: torch.LongTensor | None, states: torch.Tensor,
+                          prepared: dict | None = None):
+        """`project(x, part)` through the projection modules themselves, onto all `H'` candidates, each example
+        taking its task's heads (`heads=None`: the cached choice): for projections that are not plain `nn.Linear`
+        ([`_projects_through_modules`]), whose forward, not their weight rows, says what they compute. `H'/H` times
+        the projection work of the selected rows alone, as `"gathered"`."""
+        if heads is None:
+            heads = self._layer_choice(None, states.device, prepared)[0]
+        if route.single_task is not None:
+            example_heads = heads[route.single_task].expand(states.shape[0], -1)
+        else:
+            example_heads = heads[route.ids]
+
+        def candidates(x: torch.Tensor, part: str) -> torch.Tensor:
+            return torch.cat([projection(x) for projection in self._projections(part)], -1)
+
+        return partial(self._project_gathered, candidates=candidates, rows=partial(self._candidate_rows, example_heads))
 
     def _candidate_rows(self, example_heads: torch.LongTensor, parts: int, time: int) -> torch.LongTensor:
         """The rows each example takes from its projection onto all candidates, viewed as `[batch * time * parts *
@@ -477,11 +519,11 @@ class HeadSelectionAttentionMixin(EvalCacheMixin):
         """`[batch, time, n * H * head_dim]` -> `n` tensors `[batch, time, H, head_dim]` (q, k and/or v)."""
         return projected.unflatten(-1, (-1, self.num_heads, self.head_dim)).unbind(-3)
 
-    def _project_gathered(self, x: torch.Tensor, part: str, weights: Callable[[str], tuple],
+    def _project_gathered(self, x: torch.Tensor, part: str, candidates: Callable[[torch.Tensor, str], torch.Tensor],
                           rows: Callable[[int, int], torch.Tensor]):
-        """All `H'` candidates of `part` (`weights(part)`: their rows), then each example's heads taken (`rows(parts,
-        time)`: see [`_candidate_rows`])."""
-        candidates = F.linear(x, *weights(part))  # [batch, time, parts * H' * head_dim]
+        """All `H'` candidates of `part` (`candidates(x, part)`: `[batch, time, parts * H' * head_dim]`), then each
+        example's heads taken (`rows(parts, time)`: see [`_candidate_rows`])."""
+        candidates = candidates(x, part)
         parts = candidates.shape[-1] // (self.total_heads * self.head_dim)
         selected = candidates.reshape(-1, self.head_dim).index_select(0, rows(parts, x.shape[1]))
         return selected.view(*x.shape[:2], parts, self.num_heads, self.head_dim).unbind(-3)

@@ -8,7 +8,7 @@
   the candidates of its group (candidate `c` holds stock head `c mod H`), so the outputs equal the stock model's for
   every task at initialisation. The selector logits are freshly initialised.
 
-Copied next to saved models as remote code; imports only torch, transformers and its siblings
+Copied next to saved models as remote code; imports only torch, transformers and its siblings `attention.py`,
 `configuration_head_selection.py` and `routing.py`. It does not import the modeling module (which imports it for
 `export_task_model` / `from_stock`): head-selection models are recognised by their config class.
 """
@@ -21,6 +21,7 @@ import os
 import torch
 from transformers import PreTrainedModel
 
+from .attention import HeadSelectionAttentionMixin
 from .configuration_head_selection import HEAD_SELECTION_CONFIG_KEYS, SIDES, HeadSelectionConfigMixin, attention_path
 from .routing import task_names
 
@@ -167,6 +168,14 @@ def export_task_model(
         raise ValueError(
             f"export_task_model cannot export a model with task adapters (task_adapter_dim={config.task_adapter_dim}):"
             " a stock model has no place for them"
+        )
+    wrapped = [name for name, module in model.named_modules()
+               if isinstance(module, HeadSelectionAttentionMixin) and module._projects_through_modules()]
+    if wrapped:
+        raise ValueError(
+            f"export_task_model slices the q/k/v weight rows of plain nn.Linear projections; {len(wrapped)} attention "
+            f"layer(s) project through other modules (PEFT adapters, quantized layers), the first {wrapped[0]}: merge "
+            "or remove them first (a PEFT model: `peft_model.merge_and_unload()`)"
         )
     names = resolve_export_tasks(config, task, encoder_task=encoder_task, decoder_task=decoder_task)
     stock_class = stock_model_class(model)
