@@ -374,6 +374,17 @@ def mixed_model(family, strategy: str = "group", **overrides):
     return model
 
 
+@pytest.fixture
+def projection_mode(monkeypatch):
+    """Set `mixed_batch_projection` on every head-selection attention class for one test."""
+    from hf_headsel.attention import HeadSelectionAttentionMixin
+
+    def set_mode(mode: str) -> None:
+        monkeypatch.setattr(HeadSelectionAttentionMixin, "mixed_batch_projection", mode)
+
+    return set_mode
+
+
 def alone(ids: dict, index: int) -> dict:
     return {key: value[index : index + 1] for key, value in ids.items()}
 

@@ -271,17 +271,6 @@ def test_gradient_checkpointing_gives_the_same_loss_and_gradients(family):
         torch.testing.assert_close(grads1[name], grads0[name])
 
 
-@pytest.fixture
-def projection_mode(monkeypatch):
-    """Set `mixed_batch_projection` on every head-selection attention class for one test."""
-    from hf_headsel.attention import HeadSelectionAttentionMixin
-
-    def set_mode(mode: str) -> None:
-        monkeypatch.setattr(HeadSelectionAttentionMixin, "mixed_batch_projection", mode)
-
-    return set_mode
-
-
 def train_step(model, family, seed: int = 7, ids: dict = MIXED):
     model.train()
     seed_everything(seed)

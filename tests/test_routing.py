@@ -170,6 +170,46 @@ def test_an_id_tensor_is_routed_once_until_it_changes(family):
         model.task_routes(ENCODER_IDS, ids, 4, ids.device)
 
 
+def step_scores(model, family, encoder_ids, decoder_ids) -> torch.Tensor:
+    """The scores of every greedy step of a `generate` call, stacked."""
+    out = model.generate(**family.inputs(), encoder_task_ids=encoder_ids, decoder_task_ids=decoder_ids,
+                         max_new_tokens=4, min_new_tokens=4, output_scores=True, return_dict_in_generate=True)
+    return torch.stack(out.scores)
+
+
+@pytest.mark.parametrize("projection", ["auto", "gathered", "grouped", "batched"])
+def test_generate_under_inference_mode_routes_like_no_grad_and_sees_ids_rewritten_between_calls(
+        family, projection, projection_mode):
+    """`torch.inference_mode()` (serving): ids made there have no version counter, so their routes are remembered
+    for one `generate` call only; rewritten in place before the next call, the next call follows them."""
+    projection_mode(projection)
+    model = mixed_model(family, "group")
+    rewritten = torch.tensor([2, 2, 0, 0])
+    with torch.no_grad():
+        expected = [step_scores(model, family, ENCODER_IDS, ids) for ids in (DECODER_IDS, rewritten)]
+    assert not torch.equal(*expected)  # the tasks make a difference: the test can fail
+    with torch.inference_mode():
+        decoder_ids, encoder_ids = DECODER_IDS.clone(), ENCODER_IDS.clone()
+        first = step_scores(model, family, encoder_ids, decoder_ids)
+        decoder_ids.copy_(rewritten)
+        second = step_scores(model, family, encoder_ids, decoder_ids)
+    torch.testing.assert_close(first, expected[0])
+    torch.testing.assert_close(second, expected[1])
+
+
+def test_a_model_made_under_inference_mode_generates_what_it_does_outside(family):
+    """Its parameters are inference tensors, without version counters: the evaluation caches keep nothing of them."""
+    model = mixed_model(family, "group")
+    with torch.no_grad():
+        expected = step_scores(model, family, ENCODER_IDS, DECODER_IDS)
+    with torch.inference_mode():
+        clone = family.model(config=model.config).eval()
+        clone.load_state_dict(model.state_dict())
+        assert all(p.is_inference() for p in clone.parameters())
+        for _ in range(2):  # the second call would reuse whatever the first kept
+            torch.testing.assert_close(step_scores(clone, family, ENCODER_IDS, DECODER_IDS), expected)
+
+
 @pytest.mark.parametrize("side", ["encoder", "decoder"])
 @pytest.mark.parametrize(
     "bad_ids",

@@ -12,6 +12,12 @@ from collections.abc import Callable, Hashable, Sequence
 import torch
 
 
+def version_of(tensor: torch.Tensor) -> int | None:
+    """The in-place write counter of `tensor` (`_version`), or `None` for an inference tensor (made under
+    `torch.inference_mode()`), which has none: a memo keyed on it can only trust identity within one call."""
+    return None if tensor.is_inference() else tensor._version
+
+
 class ParameterDerivedCache:
     """Values computed from some source tensors, each kept while its sources are the same tensors at the same
     in-place version.
@@ -29,8 +35,12 @@ class ParameterDerivedCache:
         self._entries: dict[Hashable, tuple] = {}
 
     def get(self, key: Hashable, sources: Sequence[torch.Tensor], compute: Callable[[], object]):
-        """The value cached under `key`, or `compute()` (then cached) when there is none or its sources changed."""
-        state = tuple((id(source), source._version) for source in sources)
+        """The value cached under `key`, or `compute()` (then cached) when there is none or its sources changed.
+        Nothing is kept for an inference tensor (made under `torch.inference_mode()`): it has no version counter."""
+        try:
+            state = tuple((id(source), source._version) for source in sources)
+        except RuntimeError:  # "Inference tensors do not track version counter"
+            return compute()
         entry = self._entries.get(key)
         if entry is None or entry[0] != state:
             entry = (state, compute(), tuple(sources))
@@ -78,4 +88,4 @@ class EvalCacheMixin:
         return super().train(mode)
 
 
-__all__ = ["EvalCacheMixin", "ParameterDerivedCache"]
+__all__ = ["EvalCacheMixin", "ParameterDerivedCache", "version_of"]

@@ -27,7 +27,7 @@ from .adapters import TaskAdapters
 from .configuration_head_selection import SIDES, HeadSelectionConfigMixin, attention_path, component_side
 from .compat import CACHE_KWARG
 from .conversion import export_task_model, from_stock
-from .eval_cache import EvalCacheMixin
+from .eval_cache import EvalCacheMixin, version_of
 from .routing import (
     EVAL_WEIGHTS_KWARG,
     ROUTING_KWARG,
@@ -280,19 +280,26 @@ class HeadSelectionBaseModelMixin:
 
     def _remembered_route(self, side: str, ids, batch_size: int, device: torch.device) -> TaskRoute:
         """[`task_route`], remembered for the id tensor of the last call: `generate` passes the same tensor at every
-        decoding step, which then costs no validation and no host synchronisation."""
+        decoding step, which then costs no validation and no host synchronisation. An id tensor made under
+        `torch.inference_mode()` has no version counter to reveal in-place writes: its route is remembered for the
+        current `generate` call only."""
         if is_compiling():  # the memo is host-side state keyed on `_version`: traced code routes afresh
             return task_route(self.config, side, ids, batch_size, device)
-        memo = self.__dict__.setdefault("_route_memo", {})
+        memo, version = self.__dict__.setdefault("_route_memo", {}), None
         if isinstance(ids, torch.Tensor):
+            version = version_of(ids)
+            if version is None:
+                memo = self.__dict__.get("_generation_memo")
+                if memo is None:  # outside `generate`: nothing to scope the memo to
+                    return task_route(self.config, side, ids, batch_size, device)
             remembered = memo.get(side)
             # the tensor itself is kept in the memo, so its id cannot be reused; `_version` catches in-place writes
-            if remembered is not None and remembered[0] is ids and remembered[1] == ids._version:
+            if remembered is not None and remembered[0] is ids and remembered[1] == version:
                 route = remembered[2]
                 if route.ids.shape[0] == batch_size and route.ids.device == device:
                     return route
         route = task_route(self.config, side, ids, batch_size, device)
-        memo[side] = (ids, ids._version, route) if isinstance(ids, torch.Tensor) else None
+        memo[side] = (ids, version, route) if isinstance(ids, torch.Tensor) else None
         return route
 
     def head_selection_kl(self, routing: Routing, labels: torch.LongTensor) -> torch.Tensor:
@@ -382,7 +389,8 @@ class HeadSelectionModelMixin(HeadSelectionBaseModelMixin):
         if memo is None:  # a step prepared outside `generate`
             return self._decoder_eval_weights(encoder_task_ids, decoder_task_ids, batch_size, device, compileable)
         ids = (encoder_task_ids, decoder_task_ids)
-        key = (*(i._version if isinstance(i, torch.Tensor) else i for i in ids), batch_size, device, compileable)
+        # within one call the ids' identity is enough for an inference tensor (no version counter; see `version_of`)
+        key = (*(version_of(i) if isinstance(i, torch.Tensor) else i for i in ids), batch_size, device, compileable)
         last = memo.get("last")  # (ids, key, weights); the ids are kept, so their object ids cannot be reused
         if last is None or any(a is not b for a, b in zip(last[0], ids)) or last[1] != key:
             last = memo["last"] = (ids, key, self._decoder_eval_weights(*ids, batch_size, device, compileable))
