@@ -49,6 +49,21 @@ def test_keys_are_kept_apart_and_keep_one_drops_the_others_of_its_kind():
     assert cache.keys() == ["heads"]
 
 
+def test_keep_one_tolerates_entries_added_and_dropped_meanwhile():
+    # what another thread serving the same model may do while this one drops stale entries
+    cache, source = ParameterDerivedCache(), torch.zeros(3)
+    for key in ["a", "b", "c"]:
+        cache.get(key, [source], lambda: key)
+
+    def of_kind(key):
+        cache.get(("meanwhile", key), [source], lambda: key)
+        cache._entries.pop("c", None)
+        return isinstance(key, str)
+
+    cache.keep_one("a", of_kind)
+    assert "a" in cache.keys() and "b" not in cache.keys() and "c" not in cache.keys()
+
+
 def test_the_sources_are_kept_alive_with_their_entry():
     # a source freed while its entry lives could hand its id to a new tensor, which would then match a stale state
     cache = ParameterDerivedCache()

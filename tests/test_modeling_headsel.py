@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import itertools
 import math
+import sys
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 import torch
@@ -165,6 +167,34 @@ def test_generate_routes_every_beam_by_its_example(family):
     for i in range(4):
         single = model.generate(**take(inputs, i), **alone(MIXED, i), num_beams=3, max_new_tokens=8)
         torch.testing.assert_close(batch[i : i + 1], pad_to(single, batch.shape[-1], family.pad_token_id))
+
+
+def test_threads_sharing_a_model_generate_what_each_would_alone(family):
+    """A server's threads calling `generate` on one model at once, each with its own mixed ids: the memos and caches
+    the calls share are validated by the ids' identity, so each thread gets the scores of its calls made alone."""
+    model = mixed_model(family, "group", task_adapter_dim=4)
+    for name, parameter in model.named_parameters():
+        if ".task_adapter." in name:  # fresh adapters change nothing: make them count
+            parameter.data.add_(torch.randn_like(parameter) * 0.5)
+    cases = [MIXED, dict(encoder_task_ids=torch.tensor([1, 1, 0, 0]), decoder_task_ids=torch.tensor([2, 2, 0, 0])),
+             dict(encoder_task_ids=torch.tensor([0, 0, 0, 0]), decoder_task_ids=torch.tensor([1, 1, 1, 1]))]
+
+    def scores(ids):
+        with torch.no_grad():
+            out = model.generate(**family.inputs(), **{k: v.clone() for k, v in ids.items()}, max_new_tokens=4,
+                                 min_new_tokens=4, output_scores=True, return_dict_in_generate=True)
+        return torch.stack(out.scores)
+
+    alone_scores = [scores(ids) for ids in cases]
+    switch_interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # threads take turns between nearly any two Python bytecodes: races show up
+    try:
+        with ThreadPoolExecutor(max_workers=3) as pool:
+            results = list(pool.map(lambda call: (call % 3, scores(cases[call % 3])), range(12)))
+    finally:
+        sys.setswitchinterval(switch_interval)
+    for case, got in results:
+        torch.testing.assert_close(got, alone_scores[case])
 
 
 def test_generate_scores_equal_forward_logits(family):

@@ -50,8 +50,9 @@ class ParameterDerivedCache:
     def keep_one(self, key: Hashable, of_kind: Callable[[Hashable], bool] | None = None) -> None:
         """Drop the entries other than `key` whose keys are `of_kind` (default: all): where only the latest of a kind
         is worth keeping (the rows of the last set of tasks a server's batches mixed)."""
-        for stale in [k for k in self._entries if k != key and (of_kind is None or of_kind(k))]:
-            del self._entries[stale]
+        # over a snapshot of the keys, tolerating entries gone meanwhile: threads may share a served model
+        for stale in [k for k in list(self._entries) if k != key and (of_kind is None or of_kind(k))]:
+            self._entries.pop(stale, None)
 
     def keys(self) -> list[Hashable]:
         return list(self._entries)
