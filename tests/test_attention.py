@@ -321,3 +321,39 @@ def test_wrapped_projections_train_like_their_merged_weights(family):
     assert set(grads[0]) - deltas == set(grads[1])
     for name, grad in grads[1].items():
         torch.testing.assert_close(grads[0][name], grad, msg=name)
+
+
+def test_hooks_on_a_projection_fire_and_see_every_candidate(family):
+    """A forward hook on `q_proj` (what interpretability tools register) is called as on the stock layer, with the
+    projection's whole output (all `H'` candidates), and changes nothing."""
+    model = mixed_model(family)
+    expected = eval_logits(model, family)
+    layer = selecting_attentions(model)[0][2]
+    seen = []
+    handle = layer.q_proj.register_forward_hook(lambda module, args, output: seen.append(output.shape[-1]))
+    torch.testing.assert_close(eval_logits(model, family), expected)
+    handle.remove()
+    assert seen and set(seen) == {layer.total_heads * HEAD_DIM}
+    assert not layer._projects_through_modules()  # the hook gone, the rows are sliced again
+
+
+def test_pruned_projections_follow_their_masked_weights(family):
+    """`torch.nn.utils.prune` computes `weight = weight_orig * weight_mask` in a forward pre-hook: the layer runs
+    it, so a change of `weight_orig` (an optimizer step) is followed, as by the same model with the pruning made
+    permanent."""
+    from torch.nn.utils import prune
+
+    model = mixed_model(family)
+    for _, _, layer in selecting_attentions(model):
+        for name in ("q_proj", "k_proj", "v_proj"):
+            prune.l1_unstructured(getattr(layer, name), "weight", amount=0.5)
+    pruned_logits = eval_logits(model, family)
+    with torch.no_grad():  # an optimizer step on the unpruned weights
+        for _, _, layer in selecting_attentions(model):
+            layer.q_proj.weight_orig.mul_(2.0)
+    permanent = copy.deepcopy(model)
+    for _, _, layer in selecting_attentions(permanent):
+        for name in ("q_proj", "k_proj", "v_proj"):
+            prune.remove(getattr(layer, name), "weight")
+    torch.testing.assert_close(eval_logits(model, family), eval_logits(permanent, family))
+    assert not torch.allclose(eval_logits(model, family), pruned_logits)  # the step made a difference

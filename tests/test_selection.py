@@ -11,7 +11,9 @@ import torch
 
 from conftest import (
     ALL_COMPONENTS,
+    MIXED,
     direct_task_kl,
+    mixed_model,
 )
 from hf_headsel import HeadSelector
 
@@ -339,3 +341,21 @@ def test_gates_made_per_layer_equal_the_stacked_gates_with_their_gradients(strat
         torch.testing.assert_close(a, b)
     torch.testing.assert_close(layer_grad, grad)
     assert grad.abs().sum() > 0
+
+
+def test_offloaded_logits_are_refused_with_the_rule_not_computed_on(family):
+    """accelerate's offloading leaves `phi` on the meta device outside the selector's forward, where the layers read
+    it: a clear error instead of garbage. The task-specific strategy has no `phi` and serves offloaded as loaded."""
+    accelerate = pytest.importorskip("accelerate")
+    inputs = dict(**family.inputs(), decoder_input_ids=family.decoder_input_ids(), **MIXED)
+    learned = accelerate.cpu_offload(mixed_model(family, "group"), execution_device="cpu")
+    with torch.no_grad(), pytest.raises(ValueError, match="offloading .* is not supported for head-selection models"):
+        learned(**inputs)
+    fixed = mixed_model(family, "task_specific")
+    with torch.no_grad():
+        expected = fixed(**inputs).logits
+        generated = fixed.generate(**family.inputs(), **MIXED, max_new_tokens=3, min_new_tokens=3)
+        offloaded = accelerate.cpu_offload(fixed, execution_device="cpu")
+        torch.testing.assert_close(offloaded(**inputs).logits, expected)
+        assert torch.equal(offloaded.generate(**family.inputs(), **MIXED, max_new_tokens=3, min_new_tokens=3),
+                           generated)

@@ -6,7 +6,7 @@
 projection rows are sliced once per task, not once per decoding step.
 
 Copied next to saved models as remote code; imports only torch, transformers and its siblings `compat.py`,
-`eval_cache.py`, `routing.py` and `selection.py`.
+`eval_cache.py`, `routing.py`, `selection.py` and `task_rows.py`.
 """
 
 from __future__ import annotations
@@ -34,6 +34,7 @@ from .routing import (
     route_from_kwargs,
 )
 from .selection import HeadSelector
+from .task_rows import TaskRowsLinear, task_rows_linear, task_rows_of
 
 MIXED_BATCH_PROJECTIONS = ("auto", "grouped", "gathered", "batched")
 #: The parts of the query/key/value projection a call needs: all three from one input (self-attention), or the
@@ -42,78 +43,6 @@ MIXED_BATCH_PROJECTIONS = ("auto", "grouped", "gathered", "batched")
 PARTS = {"qkv": (0, 3), "q": (0, 1), "kv": (1, 3)}
 #: The projections whose rows are the candidates' queries, keys and values, in the order of [`PARTS`].
 PROJECTIONS = ("q_proj", "k_proj", "v_proj")
-
-
-def _cat(parts: list[torch.Tensor]) -> torch.Tensor:
-    return parts[0] if len(parts) == 1 else torch.cat(parts)
-
-
-def _task_rows_of(tensors: tuple[torch.Tensor, ...], rows: torch.LongTensor) -> torch.Tensor:
-    """The rows `rows` (`[tasks, R]`) of `tensors` stacked along their first dimension: `[tasks, R, ...]`."""
-    return _cat(list(tensors)).index_select(0, rows.flatten()).unflatten(0, rows.shape)
-
-
-def _rows_grad(values: torch.Tensor, rows: torch.LongTensor, like: tuple[torch.Tensor, ...]) -> tuple:
-    """The gradients of `like` (stacked) given `values` (`[tasks, R, ...]`) for their rows `rows`: summed where tasks
-    share a row, zero where no task took it."""
-    summed = values.new_zeros(sum(t.shape[0] for t in like), *values.shape[2:], dtype=like[0].dtype)
-    # in place: the zeros are this function's own (an out-of-place add would copy the whole stack once more)
-    summed.index_add_(0, rows.flatten(), values.flatten(0, 1).to(summed.dtype))
-    return summed.split([t.shape[0] for t in like])
-
-
-def _task_rows_linear(x: torch.Tensor, rows: torch.LongTensor, sizes: tuple[int, ...], num_weights: int,
-                      *params: torch.Tensor) -> torch.Tensor:
-    """`x_t @ W_t^T + b_t` for the examples `x_t` of each task `t` of a batch laid out task by task (`sizes` examples
-    each), `W_t` the rows `rows[t]` of the weights `params[:num_weights]` stacked, `b_t` those of the biases (the rest
-    of `params`)."""
-    weights, biases = params[:num_weights], params[num_weights:]
-    weight = _task_rows_of(weights, rows)
-    bias = _task_rows_of(biases, rows) if biases else None
-    return _cat([F.linear(examples, weight[task], None if bias is None else bias[task])
-                 for task, examples in enumerate(x.split(sizes))])
-
-
-class TaskRowsLinear(torch.autograd.Function):
-    """[`_task_rows_linear`], with a backward pass of its own.
-
-    What autograd computes for `F.linear` on the gathered rows (the same kernels), except that the gathered rows are
-    not kept for the backward pass, which gathers them again from the parameters: kept, they would stay alive from
-    the forward pass to the backward pass, one `[R, d_model]` copy per task present and layer (8 tasks at d_model
-    512: 25 MB per self-attention layer), memory the stock model never holds, and that the allocator gives back and
-    faults in again at every step. Autocast is followed (the backward pass computes in the dtype of the incoming
-    gradient, as autocast's `F.linear` did), and the backward pass is itself differentiable."""
-
-    @staticmethod
-    def forward(x: torch.Tensor, rows: torch.LongTensor, sizes: tuple[int, ...], num_weights: int,
-                *params: torch.Tensor) -> torch.Tensor:
-        return _task_rows_linear(x, rows, sizes, num_weights, *params)
-
-    @staticmethod
-    def setup_context(ctx, inputs: tuple, output: torch.Tensor) -> None:
-        # a separate context set-up: what `torch.func` transforms (grad, jacrev, ...) need of a custom function
-        x, rows, sizes, num_weights, *params = inputs
-        ctx.save_for_backward(x, rows, *params)
-        ctx.sizes, ctx.num_weights = sizes, num_weights
-
-    @staticmethod
-    def backward(ctx, grad: torch.Tensor):
-        x, rows, *params = ctx.saved_tensors
-        weights, biases = tuple(params[: ctx.num_weights]), tuple(params[ctx.num_weights :])
-        grads = grad.split(ctx.sizes)
-        grad_x = None
-        if ctx.needs_input_grad[0]:
-            weight = _task_rows_of(weights, rows).to(grad.dtype)
-            grad_x = _cat([g.matmul(weight[task]) for task, g in enumerate(grads)]).to(x.dtype)
-        grad_params = [None] * len(params)
-        if any(ctx.needs_input_grad[4:]):
-            flat = [g.flatten(0, -2) for g in grads]
-            examples = [e.flatten(0, -2).to(grad.dtype) for e in x.split(ctx.sizes)]
-            grad_params[: ctx.num_weights] = _rows_grad(
-                torch.stack([g.t().mm(e) for g, e in zip(flat, examples)]), rows, weights)
-            if biases:
-                grad_params[ctx.num_weights :] = _rows_grad(torch.stack([g.sum(0) for g in flat]), rows, biases)
-        return grad_x, None, None, None, *grad_params
 
 
 class HeadSelectionAttentionMixin(EvalCacheMixin):
@@ -167,13 +96,19 @@ class HeadSelectionAttentionMixin(EvalCacheMixin):
         return tuple(self._modules[name] for name in PROJECTIONS[start:stop])
 
     def _projects_through_modules(self) -> bool:
-        """Whether a q/k/v projection is something other than a plain `nn.Linear`: wrapped by PEFT (LoRA and the
-        like), quantized (`torch.ao.quantization.quantize_dynamic`), any module whose forward is not `x @ W^T + b` of
-        its own `weight`. Its weight rows cannot be sliced per task then: every candidate is projected through the
-        module itself and each example takes its heads ([`_module_projector`])."""
+        """Whether a q/k/v projection is more than a plain `nn.Linear` computing `x @ W^T + b` of its own `weight`:
+        another class (wrapped by PEFT's LoRA and the like, quantized by `torch.ao.quantization.quantize_dynamic`,
+        parametrized), or a plain one with forward hooks (pruning and `weight_norm` compute the weight in a pre-hook;
+        DeepSpeed gathers it in one; a user's hook records the output) or a replaced `forward` (accelerate's
+        offloading). Its weight rows cannot be sliced per task then: every candidate is projected through the module
+        itself, hooks included, and each example takes its heads ([`_module_projector`])."""
         modules = self._modules  # runs in every layer call: no generator, no `nn.Module.__getattr__`
-        return not (type(modules["q_proj"]) is nn.Linear and type(modules["k_proj"]) is nn.Linear
-                    and type(modules["v_proj"]) is nn.Linear)
+        for name in PROJECTIONS:
+            module = modules[name]
+            if (type(module) is not nn.Linear or module._forward_hooks or module._forward_pre_hooks
+                    or "forward" in module.__dict__):
+                return True
+        return False
 
     def _stacked_weights(self, part: str = "qkv") -> tuple[torch.Tensor, torch.Tensor | None]:
         """The weights (and biases) of `part` of all `H'` candidates stacked: `[3 * H' * head_dim, d_model]` for
@@ -196,8 +131,8 @@ class HeadSelectionAttentionMixin(EvalCacheMixin):
         `[tasks, 3 * H * head_dim]`)."""
         projections = self._projections()
         rows = self._task_rows(heads, self.q_proj.weight.device)
-        bias = None if self.q_proj.bias is None else _task_rows_of(tuple(p.bias for p in projections), rows)
-        return _task_rows_of(tuple(p.weight for p in projections), rows), bias
+        bias = None if self.q_proj.bias is None else task_rows_of(tuple(p.bias for p in projections), rows)
+        return task_rows_of(tuple(p.weight for p in projections), rows), bias
 
     def _task_rows(self, heads: torch.LongTensor, device: torch.device) -> torch.LongTensor:
         """`[tasks, 3 * H * head_dim]`: the rows of the stacked q/k/v weights of each row of `heads`, slot by slot."""
@@ -245,12 +180,12 @@ class HeadSelectionAttentionMixin(EvalCacheMixin):
         return self._eval_cache.get(key, self._cache_sources(), compute)
 
     def _device(self) -> torch.device:
-        """Where the layer computes: its first parameter's device (a quantized layer has none: `phi`'s, else the
-        CPU, where quantized layers run)."""
-        for parameter in self.parameters():
-            return parameter.device
-        logits = self.selector.logits
-        return torch.device("cpu") if logits is None else logits.device
+        """Where the layer computes: its first parameter's device. A quantized layer has none, an offloaded one
+        (accelerate) has them on the meta device: then `phi`'s, else the CPU, where quantized layers run."""
+        for parameter in (*self.parameters(), self.selector.logits):
+            if parameter is not None and not parameter.is_meta:
+                return parameter.device
+        return torch.device("cpu")
 
     def eval_weights(self, route: TaskRoute, traced: bool = False) -> dict:
         """The evaluation caches a one-token decoding step without autograd routed by `route` reads, validated now:
@@ -507,7 +442,7 @@ class HeadSelectionAttentionMixin(EvalCacheMixin):
         params = [p.weight for p in projections] + ([] if self.q_proj.bias is None else [p.bias for p in projections])
         # traced: autograd's own graph, whose gathers the compiler's partitioner recomputes in the backward pass as
         # it sees fit
-        linear = _task_rows_linear if is_compiling() else TaskRowsLinear.apply
+        linear = task_rows_linear if is_compiling() else TaskRowsLinear.apply
         return self._split_heads(route.by_task(
             x, lambda examples: linear(examples, rows, route.sizes, len(projections), *params)))
 

@@ -81,7 +81,7 @@ class HeadSelector(nn.Module):
         """
         if not self.learned:  # nothing to sample: `sample` is ignored
             return HeadDraw(self.task_specific_heads(device)[:, None].expand(-1, self.num_layers, -1))
-        logits = self.logits
+        logits = self._live_logits()
         if not sample:
             return HeadDraw(self.choose(logits.detach()))
         noise = _sample_noise(logits, noise_scale)
@@ -92,6 +92,20 @@ class HeadSelector(nn.Module):
         heads = self.choose(y)
         return HeadDraw(heads, (1.0 - y.detach() + y).gather(-1, heads))
 
+    def _live_logits(self) -> torch.Tensor:
+        """`phi`, refused while it has no data (a meta tensor: offloaded by accelerate's `cpu_offload`, or a
+        `device_map` that offloads to "cpu" or "disk"): the layers read it outside this module's forward, where
+        accelerate's hooks, which bring offloaded weights back, never run; computed on, it gives garbage."""
+        logits = self.logits
+        if logits.is_meta:
+            raise ValueError(
+                "the head-selection logits are on the meta device: offloading (accelerate's cpu_offload / "
+                "disk_offload, or a device_map that offloads to 'cpu' or 'disk') is not supported for head-selection "
+                "models; load the model on one device (from_pretrained without device_map, or device_map={'': 'cpu'} "
+                "or {'': 0})"
+            )
+        return logits
+
     def layer_choice(self, layer: int, sample: bool, temperature: float, noise_scale: float = 1.0):
         """The heads `[tasks, H]` of every task in `layer` and their gates: one layer of a fresh [`draw`]."""
         return self.draw(sample, temperature, noise_scale=noise_scale).layer(layer)
@@ -101,7 +115,7 @@ class HeadSelector(nn.Module):
         if not self.learned:
             return self.task_specific_heads().unsqueeze(1).expand(-1, self.num_layers, -1).clone()
         with torch.no_grad():
-            return self.choose(self.logits)
+            return self.choose(self._live_logits())
 
     def task_kl(self) -> torch.Tensor | None:
         """Closed-form KL between Bernoulli(sigmoid(phi)) and the prior Bernoulli(H/H'), per task: `[tasks]`.
