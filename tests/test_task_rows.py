@@ -1,0 +1,46 @@
+"""The training projection of each task's weight rows (`hf_headsel/task_rows.py`) on its own: `TaskRowsLinear`
+computes what autograd computes for `task_rows_linear` (outputs, first and second derivatives), while keeping no
+gathered weights for its backward pass (that memory is tested through the model in `test_modeling_headsel.py`)."""
+
+import pytest
+import torch
+
+from hf_headsel.task_rows import TaskRowsLinear, task_rows_linear, task_rows_of
+
+
+def inputs(dtype=torch.float64, bias: bool = True):
+    generator = torch.Generator().manual_seed(0)
+    sizes = (2, 3, 1)  # examples of each task, laid out task by task
+    x = torch.randn(sum(sizes), 2, 5, dtype=dtype, generator=generator, requires_grad=True)
+    # three stacked projections of 4 rows each; tasks take overlapping rows, in their own order
+    rows = torch.tensor([[0, 5, 9], [5, 1, 11], [8, 0, 5]])
+    weights = [torch.randn(4, 5, dtype=dtype, generator=generator, requires_grad=True) for _ in range(3)]
+    biases = [torch.randn(4, dtype=dtype, generator=generator, requires_grad=True) for _ in range(3)] if bias else []
+    return x, rows, sizes, weights, biases
+
+
+def test_task_rows_of_stacks_each_tasks_rows():
+    tensors = (torch.arange(4.0)[:, None], torch.arange(4.0, 8.0)[:, None])
+    assert task_rows_of(tensors, torch.tensor([[0, 7], [5, 5]])).squeeze(-1).tolist() == [[0.0, 7.0], [5.0, 5.0]]
+
+
+@pytest.mark.parametrize("bias", [True, False])
+def test_the_custom_backward_gives_autograds_outputs_and_gradients(bias):
+    x, rows, sizes, weights, biases = inputs(bias=bias)
+    params = (*weights, *biases)
+    ours = TaskRowsLinear.apply(x, rows, sizes, len(weights), *params)
+    reference = task_rows_linear(x, rows, sizes, len(weights), *params)
+    torch.testing.assert_close(ours, reference, rtol=0, atol=0)
+    grad = torch.randn_like(ours)
+    torch.testing.assert_close(torch.autograd.grad(ours, (x, *params), grad),
+                               torch.autograd.grad(reference, (x, *params), grad))
+
+
+def test_gradcheck_and_gradgradcheck():
+    x, rows, sizes, weights, biases = inputs()
+
+    def function(x, *params):
+        return TaskRowsLinear.apply(x, rows, sizes, len(weights), *params)
+
+    assert torch.autograd.gradcheck(function, (x, *weights, *biases))
+    assert torch.autograd.gradgradcheck(function, (x, *weights, *biases))
