@@ -66,6 +66,12 @@ class HeadSelector(nn.Module):
 
     def draw(self, sample: bool, temperature: float, device: torch.device | None = None,
              gates_per_layer: bool = False, noise_scale: float = 1.0) -> "HeadDraw":
+        """[`forward`]: a call of the module, so that hooks on it run (accelerate's offloading brings `phi` back in
+        one)."""
+        return self(sample, temperature, device, gates_per_layer, noise_scale)
+
+    def forward(self, sample: bool, temperature: float, device: torch.device | None = None,
+                gates_per_layer: bool = False, noise_scale: float = 1.0) -> "HeadDraw":
         """The heads of every task and layer, `[tasks, layers, H]`, and their gates (`None` when deterministic).
 
         With `sample=True` the scores are a Gumbel-sigmoid sample `y = sigmoid((phi + s (g1 - g2)) / tau)`, redrawn
@@ -93,16 +99,15 @@ class HeadSelector(nn.Module):
         return HeadDraw(heads, (1.0 - y.detach() + y).gather(-1, heads))
 
     def _live_logits(self) -> torch.Tensor:
-        """`phi`, refused while it has no data (a meta tensor: offloaded by accelerate's `cpu_offload`, or a
-        `device_map` that offloads to "cpu" or "disk"): the layers read it outside this module's forward, where
-        accelerate's hooks, which bring offloaded weights back, never run; computed on, it gives garbage."""
+        """`phi`, refused while it has no data (a meta tensor): offloaded by accelerate and read outside this
+        module's forward, where accelerate's hooks, which bring offloaded weights back, do not run. Computed on, it
+        would give garbage."""
         logits = self.logits
         if logits.is_meta:
             raise ValueError(
-                "the head-selection logits are on the meta device: offloading (accelerate's cpu_offload / "
-                "disk_offload, or a device_map that offloads to 'cpu' or 'disk') is not supported for head-selection "
-                "models; load the model on one device (from_pretrained without device_map, or device_map={'': 'cpu'} "
-                "or {'': 0})"
+                "the head-selection logits are on the meta device (offloaded by accelerate) and were read outside the "
+                "selector's forward, where accelerate brings them back: use model.head_selection[component](...) / "
+                "draw(...), or load the model on one device"
             )
         return logits
 
@@ -112,10 +117,8 @@ class HeadSelector(nn.Module):
 
     def selected_heads(self) -> torch.LongTensor:
         """The deterministic choice of every task and layer, `[tasks, layers, H]`."""
-        if not self.learned:
-            return self.task_specific_heads().unsqueeze(1).expand(-1, self.num_layers, -1).clone()
-        with torch.no_grad():
-            return self.choose(self._live_logits())
+        with torch.no_grad():  # through the module's forward: see [`draw`]
+            return self.draw(False, 1.0).heads.clone()
 
     def task_kl(self) -> torch.Tensor | None:
         """Closed-form KL between Bernoulli(sigmoid(phi)) and the prior Bernoulli(H/H'), per task: `[tasks]`.
@@ -125,7 +128,7 @@ class HeadSelector(nn.Module):
         if not self.learned or self.total_heads == self.heads:
             return None
         prior = self.heads / self.total_heads
-        logits = self.logits.float()
+        logits = self._live_logits().float()
         log_q, log_not_q = F.logsigmoid(logits), F.logsigmoid(-logits)
         kl = log_q.exp() * (log_q - math.log(prior)) + log_not_q.exp() * (log_not_q - math.log1p(-prior))
         return kl.mean(dim=(1, 2))
