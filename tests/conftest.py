@@ -385,6 +385,26 @@ def projection_mode(monkeypatch):
     return set_mode
 
 
+def perturb_adapters(model, seed: int = 7) -> None:
+    """Random offsets on every task adapter's parameters: fresh adapters (up-projections at zero) change nothing,
+    which would let a test of them pass vacuously."""
+    from hf_headsel.adapters import TaskAdapters
+
+    generator = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for module in model.modules():
+            if isinstance(module, TaskAdapters):
+                for parameter in module.parameters():
+                    parameter.add_(torch.randn(parameter.shape, generator=generator) * 0.5)
+
+
+def step_scores(model, family, encoder_ids, decoder_ids) -> torch.Tensor:
+    """The scores of every greedy step of a `generate` call (4 steps), stacked."""
+    out = model.generate(**family.inputs(), encoder_task_ids=encoder_ids, decoder_task_ids=decoder_ids,
+                         max_new_tokens=4, min_new_tokens=4, output_scores=True, return_dict_in_generate=True)
+    return torch.stack(out.scores)
+
+
 def alone(ids: dict, index: int) -> dict:
     return {key: value[index : index + 1] for key, value in ids.items()}
 

@@ -6,18 +6,11 @@ import torch
 from hf_headsel.adapters import TaskAdapters
 from hf_headsel.routing import TaskRoute
 
+from conftest import perturb_adapters
+
 NO_SELECTION = dict(head_selection_components=[], total_encoder_attention_heads=4, total_decoder_attention_heads=4)
 ENCODER_IDS = torch.tensor([0, 1, 1, 0])
 DECODER_IDS = torch.tensor([2, 0, 2, 1])
-
-
-def _perturb_adapters(model, seed=7):
-    generator = torch.Generator().manual_seed(seed)
-    with torch.no_grad():
-        for module in model.modules():
-            if isinstance(module, TaskAdapters):
-                for parameter in module.parameters():
-                    parameter.add_(torch.randn(parameter.shape, generator=generator) * 0.5)
 
 
 def _logits(model, family, inputs, rows=slice(None), **ids):
@@ -57,7 +50,7 @@ def test_adapter_parameter_shapes_follow_the_key(family):
 @pytest.mark.parametrize("key", ["direction", "task"])
 def test_mixed_batch_equals_each_example_alone(family, key):
     model = family.model(task_adapter_dim=8, task_adapter_key=key)
-    _perturb_adapters(model)
+    perturb_adapters(model)
     inputs = family.inputs()
     mixed = _logits(model, family, inputs, encoder_task_ids=ENCODER_IDS, decoder_task_ids=DECODER_IDS)
     for row in range(len(ENCODER_IDS)):
@@ -68,7 +61,7 @@ def test_mixed_batch_equals_each_example_alone(family, key):
 
 def test_direction_adapters_differ_per_direction(family):
     model = family.model(**NO_SELECTION, task_adapter_dim=8, task_adapter_key="direction")
-    _perturb_adapters(model)
+    perturb_adapters(model)
     inputs, first = family.inputs(), slice(0, 1)
     a = _logits(model, family, inputs, first, encoder_task_ids=torch.tensor([0]), decoder_task_ids=torch.tensor([1]))
     b = _logits(model, family, inputs, first, encoder_task_ids=torch.tensor([1]), decoder_task_ids=torch.tensor([1]))
@@ -78,7 +71,7 @@ def test_direction_adapters_differ_per_direction(family):
 @pytest.mark.parametrize("num_beams", [1, 3])
 def test_generate_with_direction_adapters_routes_the_encoder_by_both_tasks(family, num_beams):
     model = family.model(task_adapter_dim=8, task_adapter_key="direction")
-    _perturb_adapters(model)
+    perturb_adapters(model)
     inputs = family.inputs()
     kwargs = dict(num_beams=num_beams, max_new_tokens=4, min_new_tokens=4)
     mixed = model.generate(**inputs, encoder_task_ids=ENCODER_IDS, decoder_task_ids=DECODER_IDS, **kwargs)
@@ -138,7 +131,7 @@ def test_the_rows_of_the_tasks_present_are_cached_in_evaluation_until_a_paramete
 
 def test_clearing_the_models_cache_clears_the_adapters(family):
     model = family.model(**NO_SELECTION, task_adapter_dim=8, task_adapter_key="direction")
-    _perturb_adapters(model)
+    perturb_adapters(model)
     with torch.no_grad():
         model.generate(**family.inputs(), encoder_task_ids=ENCODER_IDS, decoder_task_ids=DECODER_IDS,
                        max_new_tokens=2, min_new_tokens=2)
@@ -150,7 +143,7 @@ def test_clearing_the_models_cache_clears_the_adapters(family):
 
 def test_decoding_steps_of_a_mixed_batch_take_the_blocks(family, monkeypatch):
     model = family.model(task_adapter_dim=8, task_adapter_key="task")
-    _perturb_adapters(model)
+    perturb_adapters(model)
     calls, original = [], TaskAdapters.adapt_blocks
 
     def counted(self, states, route):
@@ -166,7 +159,7 @@ def test_decoding_steps_of_a_mixed_batch_take_the_blocks(family, monkeypatch):
 
 def test_training_step_reaches_only_the_adapters_of_tasks_in_the_batch(family):
     model = family.model(**NO_SELECTION, task_adapter_dim=8, task_adapter_key="task").train()
-    _perturb_adapters(model)
+    perturb_adapters(model)
     inputs = family.inputs()
     out = model(**inputs, labels=family.labels(), encoder_task_ids=torch.zeros(4, dtype=torch.long),
                 decoder_task_ids=torch.tensor([1, 1, 2, 2]))
@@ -179,7 +172,7 @@ def test_training_step_reaches_only_the_adapters_of_tasks_in_the_batch(family):
 
 def test_adapter_model_save_and_reload_keeps_the_adapters(family, tmp_path):
     model = family.model(task_adapter_dim=8)
-    _perturb_adapters(model)
+    perturb_adapters(model)
     model.save_pretrained(tmp_path)
     reloaded = family.model_class.from_pretrained(tmp_path).eval()
     inputs = family.inputs()

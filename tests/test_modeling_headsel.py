@@ -35,9 +35,11 @@ from conftest import (
     forward_logits,
     mixed_model,
     pad_to,
+    perturb_adapters,
     randomize_selector_logits,
     seed_everything,
     selecting_attentions,
+    step_scores,
     take,
 )
 
@@ -173,17 +175,13 @@ def test_threads_sharing_a_model_generate_what_each_would_alone(family):
     """A server's threads calling `generate` on one model at once, each with its own mixed ids: the memos and caches
     the calls share are validated by the ids' identity, so each thread gets the scores of its calls made alone."""
     model = mixed_model(family, "group", task_adapter_dim=4)
-    for name, parameter in model.named_parameters():
-        if ".task_adapter." in name:  # fresh adapters change nothing: make them count
-            parameter.data.add_(torch.randn_like(parameter) * 0.5)
+    perturb_adapters(model)
     cases = [MIXED, dict(encoder_task_ids=torch.tensor([1, 1, 0, 0]), decoder_task_ids=torch.tensor([2, 2, 0, 0])),
              dict(encoder_task_ids=torch.tensor([0, 0, 0, 0]), decoder_task_ids=torch.tensor([1, 1, 1, 1]))]
 
-    def scores(ids):
+    def scores(ids):  # every call with id tensors of its own, as a server's requests bring them
         with torch.no_grad():
-            out = model.generate(**family.inputs(), **{k: v.clone() for k, v in ids.items()}, max_new_tokens=4,
-                                 min_new_tokens=4, output_scores=True, return_dict_in_generate=True)
-        return torch.stack(out.scores)
+            return step_scores(model, family, ids["encoder_task_ids"].clone(), ids["decoder_task_ids"].clone())
 
     alone_scores = [scores(ids) for ids in cases]
     switch_interval = sys.getswitchinterval()

@@ -25,6 +25,7 @@ from conftest import (
     pad_to,
     randomize_selector_logits,
     selecting_attentions,
+    step_scores,
     take,
 )
 
@@ -168,13 +169,6 @@ def test_an_id_tensor_is_routed_once_until_it_changes(family):
     ids[1] = len(DECODER_TASKS)
     with pytest.raises(ValueError, match="out of range"):
         model.task_routes(ENCODER_IDS, ids, 4, ids.device)
-
-
-def step_scores(model, family, encoder_ids, decoder_ids) -> torch.Tensor:
-    """The scores of every greedy step of a `generate` call, stacked."""
-    out = model.generate(**family.inputs(), encoder_task_ids=encoder_ids, decoder_task_ids=decoder_ids,
-                         max_new_tokens=4, min_new_tokens=4, output_scores=True, return_dict_in_generate=True)
-    return torch.stack(out.scores)
 
 
 @pytest.mark.parametrize("projection", ["auto", "gathered", "grouped", "batched"])

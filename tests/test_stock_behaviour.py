@@ -34,7 +34,7 @@ from transformers.utils import ModelOutput, TransformersKwargs
 from hf_headsel.compat import CACHE_KWARG, OLD_CACHE_KWARG
 from hf_headsel.eval_cache import EvalCacheMixin
 
-from conftest import ALL_COMPONENTS, HEADS, randomize_selector_logits, seed_everything
+from conftest import ALL_COMPONENTS, HEADS, perturb_adapters, randomize_selector_logits, seed_everything
 
 MIXED = dict(encoder_task_ids=torch.tensor([0, 1, 1, 0]), decoder_task_ids=torch.tensor([0, 2, 1, 2]))
 SINGLE = dict(encoder_task_ids=torch.tensor([1, 1, 1, 1]), decoder_task_ids=torch.tensor([2, 2, 2, 2]))
@@ -690,10 +690,7 @@ def test_the_whole_model_pickles_and_copies_like_the_stock_model(family, adapter
     stock = family.stock_model()
     torch.save(stock, io.BytesIO())
     model = build(family, 2, task_adapter_dim=adapters)
-    with torch.no_grad():
-        for name, parameter in model.named_parameters():
-            if ".task_adapter." in name:  # fresh adapters change nothing: make them count
-                parameter.add_(torch.randn_like(parameter) * 0.5)
+    perturb_adapters(model)
     kwargs = dict(**family.inputs(), **MIXED, max_new_tokens=4, min_new_tokens=4)
     with torch.no_grad():
         expected = model.generate(**kwargs)  # fills the evaluation caches

@@ -81,7 +81,7 @@ class TaskAdapters(EvalCacheMixin, nn.Module):
         parameters = [self._parameters[name] for name in PARAMETERS]
         if route.tasks == tuple(range(self.num_tasks)):
             return parameters
-        if self.training or torch.is_grad_enabled() or torch.compiler.is_compiling():
+        if not self._uses_eval_cache() or torch.compiler.is_compiling():
             return [parameter[route.task_index] for parameter in parameters]
         self._eval_cache.keep_one(route.tasks)  # the rows of the last set of tasks only
         return self._eval_cache.get(route.tasks, parameters,

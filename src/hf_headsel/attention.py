@@ -214,9 +214,6 @@ class HeadSelectionAttentionMixin(EvalCacheMixin):
 
     # ---- the choice of heads ----------------------------------------------------------------------------------
 
-    def _uses_eval_cache(self) -> bool:
-        return not (self.training or torch.is_grad_enabled())
-
     def _layer_choice(self, routing: Routing | None, device: torch.device,
                       prepared: dict | None = None) -> tuple[torch.LongTensor, torch.Tensor | None]:
         """The heads `[tasks, H]` of this layer and their gates (`None` when deterministic).
@@ -368,7 +365,7 @@ class HeadSelectionAttentionMixin(EvalCacheMixin):
         else:
             weights = self._stacked_weights
             rows = partial(self._candidate_rows, heads[route.ids])
-        return partial(self._project_gathered, candidates=lambda x, part: F.linear(x, *weights(part)), rows=rows)
+        return partial(self._project_gathered, project_all=lambda x, part: F.linear(x, *weights(part)), rows=rows)
 
     def _module_projector(self, route: TaskRoute, heads: torch.LongTensor | None, states: torch.Tensor,
                           prepared: dict | None = None):
@@ -383,10 +380,11 @@ class HeadSelectionAttentionMixin(EvalCacheMixin):
         else:
             example_heads = heads[route.ids]
 
-        def candidates(x: torch.Tensor, part: str) -> torch.Tensor:
+        def project_all(x: torch.Tensor, part: str) -> torch.Tensor:
             return torch.cat([projection(x) for projection in self._projections(part)], -1)
 
-        return partial(self._project_gathered, candidates=candidates, rows=partial(self._candidate_rows, example_heads))
+        return partial(self._project_gathered, project_all=project_all,
+                       rows=partial(self._candidate_rows, example_heads))
 
     def _candidate_rows(self, example_heads: torch.LongTensor, parts: int, time: int) -> torch.LongTensor:
         """The rows each example takes from its projection onto all candidates, viewed as `[batch * time * parts *
@@ -454,11 +452,11 @@ class HeadSelectionAttentionMixin(EvalCacheMixin):
         """`[batch, time, n * H * head_dim]` -> `n` tensors `[batch, time, H, head_dim]` (q, k and/or v)."""
         return projected.unflatten(-1, (-1, self.num_heads, self.head_dim)).unbind(-3)
 
-    def _project_gathered(self, x: torch.Tensor, part: str, candidates: Callable[[torch.Tensor, str], torch.Tensor],
+    def _project_gathered(self, x: torch.Tensor, part: str, project_all: Callable[[torch.Tensor, str], torch.Tensor],
                           rows: Callable[[int, int], torch.Tensor]):
-        """All `H'` candidates of `part` (`candidates(x, part)`: `[batch, time, parts * H' * head_dim]`), then each
+        """All `H'` candidates of `part` (`project_all(x, part)`: `[batch, time, parts * H' * head_dim]`), then each
         example's heads taken (`rows(parts, time)`: see [`_candidate_rows`])."""
-        candidates = candidates(x, part)
+        candidates = project_all(x, part)
         parts = candidates.shape[-1] // (self.total_heads * self.head_dim)
         selected = candidates.reshape(-1, self.head_dim).index_select(0, rows(parts, x.shape[1]))
         return selected.view(*x.shape[:2], parts, self.num_heads, self.head_dim).unbind(-3)

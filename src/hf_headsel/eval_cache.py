@@ -74,6 +74,11 @@ class EvalCacheMixin:
     def init_eval_cache(self) -> None:
         self._eval_cache = ParameterDerivedCache()
 
+    def _uses_eval_cache(self) -> bool:
+        """Whether a call may use the cache: in evaluation without autograd (what is computed for training or under
+        autograd must stay differentiable, and its parameters change at every step)."""
+        return not (self.training or torch.is_grad_enabled())
+
     def clear_eval_cache(self) -> None:
         cache = self.__dict__.get("_eval_cache")  # absent before `init_eval_cache()`
         if cache is not None:
