@@ -6,15 +6,19 @@ host synchronisations between them), not their arithmetic. Counting the ATen ope
 number without a GPU and without timing noise: the same models and inputs as `benchmarks/overhead.py`, one call of
 each measurement under `torch.profiler`, counting the *leaf* ATen operations (those that call no other ATen
 operation that counts) except the ones that launch no kernel (views, allocations, metadata). On CUDA each counted
-operation is about one kernel launch (a few, such as fused attention, launch more; the optimizer is the same for
-both systems). The counts are deterministic, so a change that adds or removes kernels shows here exactly.
+operation is about one kernel launch (a few, such as fused attention, launch more). The counts are deterministic, so
+a change that adds or removes kernels shows here exactly.
+
+The training row counts the forward and backward passes, without the optimizer: on the CPU AdamW launches a few
+kernels per parameter (about 2,000 here, the same for both systems), on CUDA a fixed handful (its default
+multi-tensor implementation); counted in, the CPU's would hide the ratio a GPU sees.
 
 Beside the kernels, the host work around them: the Python function calls of the same call (builtins included, as
 `cProfile` counts them; deterministic too). Where kernels are small (a decoding step, a GPU, the tiny `--quick`
 model) a step's time is its kernels plus this Python, and a change to the per-layer code shows here first.
 
 The measurements: eval forward, greedy and beam-search generation (`num_beams` of overhead.py) and a training step
-(with the AdamW update), single-task and mixed-task, a mixed-task batch in each `mixed_batch_projection` mode
+(forward and backward), single-task and mixed-task, a mixed-task batch in each `mixed_batch_projection` mode
 (`auto` as on this CPU: grouped full passes, batched decoding steps). `--family` and `--components` are
 overhead.py's (its presets included: `paper`, `all`, `cross`).
 
@@ -49,6 +53,7 @@ from overhead import (  # beside this script (its folder comes first on the modu
 from hf_headsel.attention import MIXED_BATCH_PROJECTIONS, HeadSelectionAttentionMixin  # noqa: E402
 
 SYSTEMS = ("stock", "headsel")
+TRAIN_ROW = "train forward + backward"  # overhead.py's training step without the optimizer (see above)
 #: Leaf ATen operations that launch no kernel: views, allocations and metadata.
 NO_KERNEL = frozenset(
     f"aten::{name}"
@@ -97,9 +102,10 @@ def count_python_calls(run) -> int:
 
 def measurements(cfg: BenchConfig, models: dict, train_models: dict, mixed: bool) -> dict:
     """`{name: {system: run}}` for one batch kind: overhead.py's measurements, generation named with its tokens."""
-    calls = measurement_calls(cfg, models, train_models, mixed, torch.device("cpu"))
-    return {(f"{measurement_label(name, cfg)} ({cfg.max_new_tokens} tokens)" if name.startswith("generate") else name):
-            run for name, run in calls.items()}
+    calls = measurement_calls(cfg, models, train_models, mixed, torch.device("cpu"), optimizer_step=False)
+    names = {"train step": TRAIN_ROW}
+    return {(f"{measurement_label(name, cfg)} ({cfg.max_new_tokens} tokens)" if name.startswith("generate")
+             else names.get(name, name)): run for name, run in calls.items()}
 
 
 def count_table(cfg: BenchConfig, verbose: bool = False) -> list[str]:
@@ -141,8 +147,8 @@ def main(argv=None) -> int:
         raise SystemExit("--tasks must be >= 1")
     base = BenchConfig(**{**(QUICK if args.quick else {}), **model})
     torch.set_num_threads(1)
-    print(f"{model_summary(base)}. Kernel-launching ATen ops and Python function calls per call (the train step "
-          "includes the AdamW update).")  # fmt: skip
+    print(f"{model_summary(base)}. Kernel-launching ATen ops and Python function calls per call (training: forward "
+          "and backward, without the optimizer).")  # fmt: skip
     for tasks in args.tasks or [None]:
         cfg = base if tasks is None else replace(base, encoder_tasks=tasks, decoder_tasks=tasks)
         print(f"\n{cfg.encoder_tasks} + {cfg.decoder_tasks} tasks\n")

@@ -293,11 +293,14 @@ def source_inputs(cfg: BenchConfig, batch: int) -> dict:
     return dict(input_features=input_features * attention_mask[..., None], attention_mask=attention_mask)
 
 
-def make_inputs(cfg: BenchConfig, batch: int, mixed: bool, device: torch.device, labels: bool) -> dict:
-    """Encoder inputs with some right padding, task ids of both sides and (for training) labels."""
+def make_inputs(cfg: BenchConfig, batch: int, mixed: bool, device: torch.device, labels: bool,
+                dtype: torch.dtype = torch.float32) -> dict:
+    """Encoder inputs with some right padding, task ids of both sides and (for training) labels. Floating inputs
+    (speech features) are cast to `dtype`, the models' (a bf16 convolution refuses float32 features)."""
     bench = cfg.bench_family
     low = bench.first_token
-    inputs = {name: tensor.to(device) for name, tensor in source_inputs(cfg, batch).items()}
+    inputs = {name: tensor.to(device=device, dtype=dtype if tensor.is_floating_point() else tensor.dtype)
+              for name, tensor in source_inputs(cfg, batch).items()}
     if labels:
         inputs["labels"] = torch.randint(low, cfg.vocab, (batch, cfg.tgt_len), device=device)
     else:
@@ -362,7 +365,7 @@ def check_equivalence(models: dict, cfg: BenchConfig, device: torch.device, dtyp
     report = {}
     for mixed in (False, True):
         torch.manual_seed(1)
-        inputs, routing = make_inputs(cfg, cfg.batch_size, mixed, device, labels=False)
+        inputs, routing = make_inputs(cfg, cfg.batch_size, mixed, device, labels=False, dtype=dtype)
         with torch.no_grad():
             a = ours(**inputs, **routing).logits
             b = ref(**inputs, **routing).logits
@@ -370,7 +373,7 @@ def check_equivalence(models: dict, cfg: BenchConfig, device: torch.device, dtyp
         report[f"eval_{'mixed' if mixed else 'single'}_max_abs_diff"] = (a - b).abs().max().item()
 
     torch.manual_seed(2)
-    inputs, routing = make_inputs(cfg, cfg.batch_size, True, device, labels=True)
+    inputs, routing = make_inputs(cfg, cfg.batch_size, True, device, labels=True, dtype=dtype)
     outputs = {}
     for name, model in (("headsel", ours), ("all_candidates", ref)):
         saved = zero_dropout(model)
@@ -481,9 +484,11 @@ def generate_calls(models: dict, inputs: dict, routing: dict, cfg: BenchConfig, 
     return {system: call(system) for system in models}  # every system given (performance.py: two)
 
 
-def train_step_calls(models: dict, inputs: dict, routing: dict, backend: str | None = None) -> dict:
+def train_step_calls(models: dict, inputs: dict, routing: dict, backend: str | None = None,
+                     optimizer_step: bool = True) -> dict:
     """Forward, backward and AdamW step per system in `models` (with a `backend`: forward and backward through
-    `torch.compile`; not fullgraph, which the stock training forward does not allow everywhere)."""
+    `torch.compile`; not fullgraph, which the stock training forward does not allow everywhere). Without
+    `optimizer_step`, forward and backward only (the gradients are dropped)."""
     optimizers = {s: torch.optim.AdamW(model.parameters(), lr=1e-5) for s, model in models.items()}
 
     def call(system):
@@ -495,7 +500,8 @@ def train_step_calls(models: dict, inputs: dict, routing: dict, backend: str | N
             model.train()
             loss = forward(**kwargs).loss
             loss.backward()
-            optimizer.step()
+            if optimizer_step:
+                optimizer.step()
             optimizer.zero_grad(set_to_none=True)
             model.eval()
             return loss
@@ -506,13 +512,16 @@ def train_step_calls(models: dict, inputs: dict, routing: dict, backend: str | N
 
 
 def measurement_calls(cfg: BenchConfig, models: dict, train_models: dict, mixed: bool,
-                      device: torch.device) -> dict[str, dict]:
+                      device: torch.device, optimizer_step: bool = True) -> dict[str, dict]:
     """`{measurement: {system: call}}` of one batch kind, keyed as [`TARGETS`]: eval forward, greedy and (with
-    `num_beams > 1`) beam generation, and a training step on `train_models`. Each measurement's inputs are drawn from
-    its own seed, so every script that builds them (overhead.py, op_count.py) measures the same batches."""
+    `num_beams > 1`) beam generation, and a training step on `train_models` (without `optimizer_step`: its forward
+    and backward passes only). Each measurement's inputs are drawn from its own seed, so every script that builds
+    them (overhead.py, op_count.py) measures the same batches."""
+    dtype = next(iter(models.values())).dtype
+
     def batch(seed: int, size: int, labels: bool) -> tuple[dict, dict]:
         torch.manual_seed(seed)
-        inputs, routing = make_inputs(cfg, size, mixed, device, labels=labels)
+        inputs, routing = make_inputs(cfg, size, mixed, device, labels=labels, dtype=dtype)
         return inputs, (task_ints(routing) if cfg.compile and not mixed else routing)
 
     backend = cfg.compile_backend if cfg.compile else None
@@ -522,7 +531,8 @@ def measurement_calls(cfg: BenchConfig, models: dict, train_models: dict, mixed:
     calls["generate greedy"] = generate_calls(models, inputs, routing, cfg, num_beams=1)
     if cfg.num_beams > 1:
         calls["generate beam"] = generate_calls(models, inputs, routing, cfg, num_beams=cfg.num_beams)
-    calls["train step"] = train_step_calls(train_models, *batch(30 + mixed, cfg.batch_size, True), backend)
+    calls["train step"] = train_step_calls(train_models, *batch(30 + mixed, cfg.batch_size, True), backend,
+                                           optimizer_step)
     return calls
 
 

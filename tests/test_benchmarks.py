@@ -158,7 +158,22 @@ def test_op_count_names_the_family_and_components_and_counts_beam_search(tiny_op
     assert cfg.family == "speech_to_text" and cfg.components == ("decoder_cross",)
     models = overhead.build_models(cfg, torch.device("cpu"), torch.float32)
     calls = tiny_op_count.measurements(cfg, models, models, mixed=True)
-    assert list(calls) == ["eval forward", "generate greedy (2 tokens)", "generate beam 2 (2 tokens)", "train step"]
+    assert list(calls) == ["eval forward", "generate greedy (2 tokens)", "generate beam 2 (2 tokens)",
+                           "train forward + backward"]
+
+
+def test_op_count_training_row_counts_forward_and_backward_without_the_optimizer():
+    # the CPU's AdamW launches kernels per parameter (CUDA's a fixed handful): counted in, they would hide the ratio
+    import op_count
+
+    cfg = overhead.BenchConfig(**{**overhead.QUICK, "layers": 1})
+    models = overhead.build_models(cfg, torch.device("cpu"), torch.float32)
+    train = op_count.measurements(cfg, models, models, mixed=False)[op_count.TRAIN_ROW]["headsel"]
+    before = {name: value.clone() for name, value in models["headsel"].state_dict().items()}
+    counts = op_count.count_ops(train)
+    assert all(torch.equal(before[name], value) for name, value in models["headsel"].state_dict().items())
+    assert counts["aten::mm"] > 0 and not counts["aten::addcdiv_"] and not counts["aten::lerp_"]
+    assert all(parameter.grad is None for parameter in models["headsel"].parameters())
 
 
 # ---- overhead.py: families and components --------------------------------------------------------------------------
@@ -185,6 +200,17 @@ def test_overhead_quick_run_per_family_and_components(family, preset, components
     assert report["results"][0]["target"] == overhead.TARGETS["generate beam", "mixed"]
     header = next(line for line in capsys.readouterr().out.splitlines() if "d_model" in line)
     assert header.startswith(overhead.FAMILIES[family].name + ", ") and f"(group; {', '.join(components)})" in header
+
+
+@pytest.mark.parametrize("family", sorted(overhead.FAMILIES))
+def test_overhead_runs_in_half_precision(family, tmp_path):
+    # the GPU command (`--dtype bfloat16`): speech features must follow the bf16 weights into the convolutions
+    out = tmp_path / "overhead.json"
+    overhead.main(["--quick", "--family", family, "--dtype", "bfloat16", "--only", "train step, mixed",
+                   "--json", str(out)])
+    report = json.loads(out.read_text())
+    assert report["environment"]["dtype"] == "bfloat16"
+    assert [result["name"] for result in report["results"]] == ["train step, mixed-task"]
 
 
 def test_speech_to_text_inputs_subsample_to_the_source_length():

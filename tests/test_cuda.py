@@ -1,4 +1,5 @@
-"""Checks that need a CUDA device: the CUDA attention backends and half-precision training.
+"""Checks that need a CUDA device: the CUDA attention backends, mixed-task batches of both families on the GPU's
+default projection (`auto` gathers there), and half-precision training.
 
 Skipped where there is no GPU (CI has none); run them on a GPU machine with `pytest tests/test_cuda.py`.
 """
@@ -7,6 +8,8 @@ import pytest
 import torch
 
 from hf_headsel import HeadSelMarianConfig, HeadSelMarianMTModel
+
+from conftest import DECODER_IDS, ENCODER_IDS, MIXED, STRATEGY_CONFIGS, extract_stock_model, mixed_model, take
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 
@@ -96,3 +99,31 @@ def test_bf16_weights_generate_like_float32_routing():
                             encoder_task_ids=batch["encoder_task_ids"], decoder_task_ids=batch["decoder_task_ids"],
                             num_beams=2, max_new_tokens=5)
     assert tokens.shape[0] == 4
+
+
+def _cuda(tensors: dict) -> dict:
+    return {key: value.cuda() for key, value in tensors.items()}
+
+
+@pytest.mark.parametrize("strategy", sorted(STRATEGY_CONFIGS))
+def test_cuda_mixed_batch_equals_each_examples_stock_model(family, strategy):
+    # every example of a mixed batch gets the logits of the stock model made of its own selected heads
+    model = mixed_model(family, strategy).cuda()
+    inputs, decoder_input_ids = _cuda(family.inputs()), family.decoder_input_ids().cuda()
+    with torch.no_grad():
+        logits = model(**inputs, decoder_input_ids=decoder_input_ids, **_cuda(MIXED)).logits
+        for i in range(len(ENCODER_IDS)):
+            stock = extract_stock_model(family, model.cpu(), int(ENCODER_IDS[i]), int(DECODER_IDS[i])).cuda()
+            model.cuda()
+            reference = stock(**take(inputs, i), decoder_input_ids=decoder_input_ids[i : i + 1]).logits
+            torch.testing.assert_close(logits[i : i + 1], reference, rtol=1e-4, atol=1e-4)
+
+
+def test_cuda_mixed_generation_equals_one_by_one_for_each_family(family):
+    model = mixed_model(family).cuda()
+    inputs, ids = _cuda(family.inputs()), _cuda(MIXED)
+    kwargs = {"num_beams": 2, "max_new_tokens": 5, "min_new_tokens": 5}
+    mixed = model.generate(**inputs, **ids, **kwargs)
+    for i in range(len(ENCODER_IDS)):
+        one = model.generate(**take(inputs, i), **take(ids, i), **kwargs)
+        assert mixed[i, : one.shape[1]].tolist() == one[0].tolist()
