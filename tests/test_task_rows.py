@@ -8,12 +8,15 @@ import torch
 from hf_headsel.task_rows import TaskRowsLinear, task_rows_linear, task_rows_of
 
 
-def inputs(dtype=torch.float64, bias: bool = True):
+#: Examples of each task, laid out task by task: three tasks, or one (a single-task batch, its own code path).
+TASK_SIZES = [(2, 3, 1), (4,)]
+
+
+def inputs(dtype=torch.float64, bias: bool = True, sizes: tuple[int, ...] = TASK_SIZES[0]):
     generator = torch.Generator().manual_seed(0)
-    sizes = (2, 3, 1)  # examples of each task, laid out task by task
     x = torch.randn(sum(sizes), 2, 5, dtype=dtype, generator=generator, requires_grad=True)
     # three stacked projections of 4 rows each; tasks take overlapping rows, in their own order
-    rows = torch.tensor([[0, 5, 9], [5, 1, 11], [8, 0, 5]])
+    rows = torch.tensor([[0, 5, 9], [5, 1, 11], [8, 0, 5]])[: len(sizes)]
     weights = [torch.randn(4, 5, dtype=dtype, generator=generator, requires_grad=True) for _ in range(3)]
     biases = [torch.randn(4, dtype=dtype, generator=generator, requires_grad=True) for _ in range(3)] if bias else []
     return x, rows, sizes, weights, biases
@@ -24,9 +27,10 @@ def test_task_rows_of_stacks_each_tasks_rows():
     assert task_rows_of(tensors, torch.tensor([[0, 7], [5, 5]])).squeeze(-1).tolist() == [[0.0, 7.0], [5.0, 5.0]]
 
 
+@pytest.mark.parametrize("sizes", TASK_SIZES)
 @pytest.mark.parametrize("bias", [True, False])
-def test_the_custom_backward_gives_autograds_outputs_and_gradients(bias):
-    x, rows, sizes, weights, biases = inputs(bias=bias)
+def test_the_custom_backward_gives_autograds_outputs_and_gradients(bias, sizes):
+    x, rows, sizes, weights, biases = inputs(bias=bias, sizes=sizes)
     params = (*weights, *biases)
     ours = TaskRowsLinear.apply(x, rows, sizes, len(weights), *params)
     reference = task_rows_linear(x, rows, sizes, len(weights), *params)
@@ -36,8 +40,9 @@ def test_the_custom_backward_gives_autograds_outputs_and_gradients(bias):
                                torch.autograd.grad(reference, (x, *params), grad))
 
 
-def test_gradcheck_and_gradgradcheck():
-    x, rows, sizes, weights, biases = inputs()
+@pytest.mark.parametrize("sizes", TASK_SIZES)
+def test_gradcheck_and_gradgradcheck(sizes):
+    x, rows, sizes, weights, biases = inputs(sizes=sizes)
 
     def function(x, *params):
         return TaskRowsLinear.apply(x, rows, sizes, len(weights), *params)

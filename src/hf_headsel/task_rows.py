@@ -16,6 +16,11 @@ def _cat(parts: list[torch.Tensor]) -> torch.Tensor:
     return parts[0] if len(parts) == 1 else torch.cat(parts)
 
 
+def _stack(parts: list[torch.Tensor]) -> torch.Tensor:
+    # one part (a single-task batch): a view, where `torch.stack` would launch a copy
+    return parts[0][None] if len(parts) == 1 else torch.stack(parts)
+
+
 def task_rows_of(tensors: tuple[torch.Tensor, ...], rows: torch.LongTensor) -> torch.Tensor:
     """The rows `rows` (`[tasks, R]`) of `tensors` stacked along their first dimension: `[tasks, R, ...]`."""
     return _cat(list(tensors)).index_select(0, rows.flatten()).unflatten(0, rows.shape)
@@ -78,9 +83,9 @@ class TaskRowsLinear(torch.autograd.Function):
             flat = [g.flatten(0, -2) for g in grads]
             examples = [e.flatten(0, -2).to(grad.dtype) for e in x.split(ctx.sizes)]
             grad_params[: ctx.num_weights] = _rows_grad(
-                torch.stack([g.t().mm(e) for g, e in zip(flat, examples)]), rows, weights)
+                _stack([g.t().mm(e) for g, e in zip(flat, examples)]), rows, weights)
             if biases:
-                grad_params[ctx.num_weights :] = _rows_grad(torch.stack([g.sum(0) for g in flat]), rows, biases)
+                grad_params[ctx.num_weights :] = _rows_grad(_stack([g.sum(0) for g in flat]), rows, biases)
         return grad_x, None, None, None, *grad_params
 
 
