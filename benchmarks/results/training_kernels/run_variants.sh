@@ -1,0 +1,8 @@
+#!/usr/bin/env bash
+# Session 28: single_task_training_variants.py in both configurations. Run alone, about 5 min.
+set -euo pipefail
+cd "$(dirname "$0")/../../.." && source .venv/bin/activate && export OMP_WAIT_POLICY=PASSIVE HF_HUB_OFFLINE=1
+out=benchmarks/results/training_kernels
+python $out/single_task_training_variants.py quick > $out/single_task_variants_quick.txt 2>&1
+python $out/single_task_training_variants.py standard > $out/single_task_variants_standard.txt 2>&1
+echo done
