@@ -12,7 +12,9 @@ First the loss and gradients of `gathered` are checked against the library's, th
 
     python benchmarks/results/training_kernels/single_task_training_variants.py quick      # launch-bound (GPU-like)
     python benchmarks/results/training_kernels/single_task_training_variants.py standard   # overhead.py's sizes
+    python benchmarks/results/training_kernels/single_task_training_variants.py standard --device cuda --dtype bfloat16
 """
+import argparse
 import copy
 import sys
 
@@ -26,7 +28,6 @@ from hf_headsel import attention  # noqa: E402
 from hf_headsel.attention import HeadSelectionAttentionMixin  # noqa: E402
 from hf_headsel.task_rows import TaskRowsLinear, task_rows_linear  # noqa: E402
 
-torch.set_num_threads(1)
 LIBRARY_PROJECTOR = HeadSelectionAttentionMixin._projector
 
 
@@ -72,11 +73,11 @@ def patched(call, target, name, replacement):
     return run
 
 
-def check_gathered(cfg):
+def check_gathered(cfg, device: torch.device, dtype: torch.dtype):
     """Loss and gradients of `gathered` against the library's, dropout off, the same Gumbel draws."""
-    model = overhead.build_models(cfg, torch.device("cpu"), torch.float32, ("headsel",))["headsel"]
+    model = overhead.build_models(cfg, device, dtype, ("headsel",))["headsel"]
     overhead.zero_dropout(model)
-    inputs, routing = overhead.make_inputs(cfg, cfg.batch_size, False, torch.device("cpu"), labels=True)
+    inputs, routing = overhead.make_inputs(cfg, cfg.batch_size, False, device, labels=True, dtype=dtype)
 
     def step():
         model.train()
@@ -92,20 +93,34 @@ def check_gathered(cfg):
     print("loss", loss0, loss1, "max grad diff", max((a - b).abs().max().item() for a, b in zip(grads0, grads1)))
 
 
-def main():
-    quick = sys.argv[1] == "quick"
-    cfg = overhead.BenchConfig(**{**(overhead.QUICK if quick else {}), "components": overhead.COMPONENT_PRESETS["all"],
-                                  "repeats": 40 if quick else 12})
-    models = overhead.build_models(cfg, torch.device("cpu"), torch.float32, ("stock", "headsel"))
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("size", choices=["quick", "standard"], help="overhead.py --quick's sizes, or its standard ones")
+    parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
+    parser.add_argument("--dtype", default="float32", choices=sorted(overhead.DTYPES))
+    parser.add_argument("--repeats", type=int, help="interleaved rounds (default 40 quick, 12 standard)")
+    parser.add_argument("--batch-size", type=int, help="training batch (default: overhead.py's)")
+    args = parser.parse_args(argv)
+    quick = args.size == "quick"
+    device, dtype = torch.device(args.device), overhead.DTYPES[args.dtype]
+    if device.type == "cpu":
+        torch.set_num_threads(1)
+    fields = {**(overhead.QUICK if quick else {}), "components": overhead.COMPONENT_PRESETS["all"],
+              "repeats": args.repeats or (40 if quick else 12)}
+    if args.batch_size:
+        fields["batch_size"] = args.batch_size
+    cfg = overhead.BenchConfig(**fields)
+    models = overhead.build_models(cfg, device, dtype, ("stock", "headsel"))
     for variant in VARIANTS:
         models[variant] = copy.deepcopy(models["headsel"])
     train = {name: copy.deepcopy(model) for name, model in models.items()}
-    calls = overhead.measurement_calls(cfg, models, train, False, torch.device("cpu"))["train step"]
+    calls = overhead.measurement_calls(cfg, models, train, False, device)["train step"]
     for variant, patch in VARIANTS.items():
         calls[variant] = patched(calls[variant], *patch)
-    check_gathered(cfg)
+    print(f"{overhead.model_summary(cfg)}; {args.device} {args.dtype}, batch {cfg.batch_size}, {cfg.repeats} rounds")
+    check_gathered(cfg, device, dtype)
     print("kernels (train step incl. optimizer):", {k: sum(op_count.count_ops(c).values()) for k, c in calls.items()})
-    measurement = overhead.time_systems("train step, single-task", calls, cfg, torch.device("cpu"))
+    measurement = overhead.time_systems("train step, single-task", calls, cfg, device)
     for pair in (("headsel", "stock"), ("gathered", "stock"), ("plain", "stock"), ("gathered", "headsel"),
                  ("plain", "headsel"), ("fast", "headsel")):
         print(overhead.paired(measurement.seconds, *pair))
