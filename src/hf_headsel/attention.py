@@ -436,12 +436,9 @@ class HeadSelectionAttentionMixin(EvalCacheMixin):
             return self._split_heads(route.per_task(x, lambda task, examples: F.linear(examples, *weights(task, part))))
         projections = self._projections(part)
         # the columns of `part`, as rows of its own projections stacked; contiguous, since the gathers flatten them in
-        # both passes (all of them, or one task's: already so, no kernel)
-        rows = rows[:, slice(*self._part_span(part, self.num_heads))]
-        if PARTS[part][0]:
-            rows = rows - PARTS[part][0] * self.q_proj.out_features
-        elif not rows.is_contiguous():
-            rows = rows.contiguous()
+        # both passes (a part starting at q needs no offset: all rows, or one task's, are contiguous already)
+        rows, offset = rows[:, slice(*self._part_span(part, self.num_heads))], PARTS[part][0] * self.q_proj.out_features
+        rows = rows - offset if offset else rows.contiguous()
         params = [p.weight for p in projections] + ([] if self.q_proj.bias is None else [p.bias for p in projections])
         # traced: autograd's own graph, whose gathers the compiler's partitioner recomputes in the backward pass as
         # it sees fit
