@@ -103,9 +103,8 @@ def count_python_calls(run) -> int:
 def measurements(cfg: BenchConfig, models: dict, train_models: dict, mixed: bool) -> dict:
     """`{name: {system: run}}` for one batch kind: overhead.py's measurements, generation named with its tokens."""
     calls = measurement_calls(cfg, models, train_models, mixed, torch.device("cpu"), optimizer_step=False)
-    names = {"train step": TRAIN_ROW}
     return {(f"{measurement_label(name, cfg)} ({cfg.max_new_tokens} tokens)" if name.startswith("generate")
-             else names.get(name, name)): run for name, run in calls.items()}
+             else TRAIN_ROW if name == "train step" else name): run for name, run in calls.items()}
 
 
 def count_table(cfg: BenchConfig, verbose: bool = False) -> list[str]:

@@ -25,7 +25,7 @@ from torch import nn
 
 import overhead
 
-PROJECTIONS = ("q_proj", "k_proj", "v_proj")
+from hf_headsel.attention import PROJECTIONS
 
 
 class WideLinear(nn.Module):

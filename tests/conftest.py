@@ -38,6 +38,7 @@ from hf_headsel import (
     HeadSelSpeech2TextForConditionalGeneration,
     HeadSelSpeech2TextModel,
 )
+from hf_headsel.attention import PROJECTIONS
 
 hf_logging.disable_progress_bar()
 torch.set_num_threads(1)
@@ -312,7 +313,7 @@ def extract_stock_model(family: Family, model, encoder_task: int, decoder_task: 
         side = "encoder" if component == "encoder_self" else "decoder"
         name = "encoder_attn" if component == "decoder_cross" else "self_attn"
         prefix = f"model.{side}.layers.{layer}.{name}"
-        for proj in ("q_proj", "k_proj", "v_proj"):
+        for proj in PROJECTIONS:
             for kind in ("weight", "bias"):
                 key = f"{prefix}.{proj}.{kind}"
                 if key in state:

@@ -10,6 +10,7 @@ import copy
 import pytest
 import torch
 
+from hf_headsel.attention import PROJECTIONS
 from hf_headsel.compat import CACHE_KWARG
 
 from conftest import (
@@ -281,7 +282,7 @@ def wrapped_and_merged(family, strategy: str = "group"):
     model = mixed_model(family, strategy)
     merged = copy.deepcopy(model)
     for (_, _, layer), (_, _, merged_layer) in zip(selecting_attentions(model), selecting_attentions(merged)):
-        for name in ("q_proj", "k_proj", "v_proj"):
+        for name in PROJECTIONS:
             delta = LowRankDelta(getattr(layer, name))
             setattr(layer, name, delta)
             setattr(merged_layer, name, delta.merged())
@@ -345,7 +346,7 @@ def test_pruned_projections_follow_their_masked_weights(family):
 
     model = mixed_model(family)
     for _, _, layer in selecting_attentions(model):
-        for name in ("q_proj", "k_proj", "v_proj"):
+        for name in PROJECTIONS:
             prune.l1_unstructured(getattr(layer, name), "weight", amount=0.5)
     pruned_logits = eval_logits(model, family)
     with torch.no_grad():  # an optimizer step on the unpruned weights
@@ -353,7 +354,7 @@ def test_pruned_projections_follow_their_masked_weights(family):
             layer.q_proj.weight_orig.mul_(2.0)
     permanent = copy.deepcopy(model)
     for _, _, layer in selecting_attentions(permanent):
-        for name in ("q_proj", "k_proj", "v_proj"):
+        for name in PROJECTIONS:
             prune.remove(getattr(layer, name), "weight")
     torch.testing.assert_close(eval_logits(model, family), eval_logits(permanent, family))
     assert not torch.allclose(eval_logits(model, family), pruned_logits)  # the step made a difference

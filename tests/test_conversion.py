@@ -34,6 +34,7 @@ from hf_headsel import (
     HeadSelSpeech2TextConfig,
     HeadSelSpeech2TextForConditionalGeneration,
 )
+from hf_headsel.attention import PROJECTIONS
 from hf_headsel.conversion import (
     HEAD_SELECTION_CONFIG_KEYS,
     export_task_model,
@@ -171,7 +172,7 @@ def test_export_copies_selected_rows_in_slot_order(family):
         heads = model.selected_heads()[component][row, layer]
         rows = head_rows(heads, HEAD_DIM)
         source, target = model.get_submodule(name), exported.get_submodule(name)
-        for projection in ("q_proj", "k_proj", "v_proj"):
+        for projection in PROJECTIONS:
             torch.testing.assert_close(getattr(target, projection).weight, getattr(source, projection).weight[rows])
             torch.testing.assert_close(getattr(target, projection).bias, getattr(source, projection).bias[rows])
         torch.testing.assert_close(target.out_proj.weight, source.out_proj.weight)
@@ -271,7 +272,7 @@ def test_from_stock_tiles_heads_and_initialises_fresh_logits(family):
     name = "model.decoder.layers.1.encoder_attn"
     stock_attention, attention = stock.get_submodule(name), model.get_submodule(name)
     assert attention.q_proj.weight.shape[0] == 2 * HEADS * HEAD_DIM
-    for projection in ("q_proj", "k_proj", "v_proj"):
+    for projection in PROJECTIONS:
         torch.testing.assert_close(getattr(attention, projection).weight,
                                    getattr(stock_attention, projection).weight.repeat(2, 1))
         torch.testing.assert_close(getattr(attention, projection).bias,

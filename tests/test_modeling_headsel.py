@@ -13,6 +13,7 @@ import pytest
 import torch
 from transformers import AutoConfig
 
+from hf_headsel.attention import PROJECTIONS
 from hf_headsel.routing import TaskRoute
 
 from conftest import (
@@ -87,7 +88,7 @@ def test_upcycled_stock_heads_give_stock_logits_whatever_is_selected(family, rat
     for component, layer, _ in selecting_attentions(model):
         side = "encoder" if component == "encoder_self" else "decoder"
         name = "encoder_attn" if component == "decoder_cross" else "self_attn"
-        for proj, kind in itertools.product(("q_proj", "k_proj", "v_proj"), ("weight", "bias")):
+        for proj, kind in itertools.product(PROJECTIONS, ("weight", "bias")):
             key = f"model.{side}.layers.{layer}.{name}.{proj}.{kind}"
             state[key] = torch.cat([state[key]] * ratio)
     missing, unexpected = model.load_state_dict(state, strict=False)
@@ -250,7 +251,7 @@ def test_training_gradient_reaches_only_candidates_selected_by_present_tasks(fam
         used = set(chosen[component][present, layer].flatten().tolist())
         total = attention.q_proj.weight.shape[0] // HEAD_DIM
         assert 0 < len(used) < total
-        for proj in ("q_proj", "k_proj", "v_proj"):
+        for proj in PROJECTIONS:
             grad = getattr(attention, proj).weight.grad.view(total, HEAD_DIM, -1)
             per_head = grad.abs().sum(dim=(1, 2))
             for head in range(total):

@@ -21,7 +21,7 @@ import os
 import torch
 from transformers import PreTrainedModel
 
-from .attention import HeadSelectionAttentionMixin
+from .attention import PROJECTIONS, HeadSelectionAttentionMixin
 from .configuration_head_selection import HEAD_SELECTION_CONFIG_KEYS, SIDES, HeadSelectionConfigMixin, attention_path
 from .routing import task_names
 
@@ -34,7 +34,6 @@ NON_STOCK_CONFIG_KEYS = HEAD_SELECTION_CONFIG_KEYS + (
     "transformers_version",
     "_name_or_path",
 )
-PROJECTIONS = ("q_proj", "k_proj", "v_proj")
 
 
 # --------------------------------------------------------------------------------------------------------------------
