@@ -108,13 +108,15 @@ def _cuda(tensors: dict) -> dict:
 @pytest.mark.parametrize("strategy", sorted(STRATEGY_CONFIGS))
 def test_cuda_mixed_batch_equals_each_examples_stock_model(family, strategy):
     # every example of a mixed batch gets the logits of the stock model made of its own selected heads
-    model = mixed_model(family, strategy).cuda()
+    model = mixed_model(family, strategy)
+    # extracted on the CPU, where the helper builds its rows, before the model moves
+    stocks = [extract_stock_model(family, model, int(encoder), int(decoder)).cuda()
+              for encoder, decoder in zip(ENCODER_IDS, DECODER_IDS)]
+    model.cuda()
     inputs, decoder_input_ids = _cuda(family.inputs()), family.decoder_input_ids().cuda()
     with torch.no_grad():
         logits = model(**inputs, decoder_input_ids=decoder_input_ids, **_cuda(MIXED)).logits
-        for i in range(len(ENCODER_IDS)):
-            stock = extract_stock_model(family, model.cpu(), int(ENCODER_IDS[i]), int(DECODER_IDS[i])).cuda()
-            model.cuda()
+        for i, stock in enumerate(stocks):
             reference = stock(**take(inputs, i), decoder_input_ids=decoder_input_ids[i : i + 1]).logits
             torch.testing.assert_close(logits[i : i + 1], reference, rtol=1e-4, atol=1e-4)
 
