@@ -2,9 +2,10 @@
 
 `overhead.py --quick`'s models (d_model 32, every component selecting, one thread), where a step's arithmetic is
 negligible and its time is host work. Stock and head-selection `generate` calls alternate for 300 rounds (20 dropped
-as warm-up); printed: the stock call's median and the median of head selection's extra time per call. The extra time
-per step is the difference between two token counts over their difference in steps. `--patch` applies experimental
-trims, measured as upper bounds, none adopted:
+as warm-up; its own loop, not `overhead.time_systems`, which collects garbage before every call: minutes for 300
+rounds of these 7-45 ms calls); printed: the stock call's median and the median of head selection's extra time per
+call. The extra time per step is the difference between two token counts over their difference in steps.
+`--patch` applies experimental trims, measured as upper bounds, none adopted:
 
 - `output_retyped`: the model's forward retypes the stock `Seq2SeqLMOutput` as `HeadSelSeq2SeqLMOutput` when there
   are no labels, instead of building a new output from it;
