@@ -1,5 +1,5 @@
 """Checks that need a CUDA device: the CUDA attention backends, mixed-task batches of both families on the GPU's
-default projection (`auto` gathers there), and half-precision training.
+default projection (`auto` gathers there), single-task training (gathered there too), and half-precision training.
 
 Skipped where there is no GPU (CI has none); run them on a GPU machine with `pytest tests/test_cuda.py`.
 """
@@ -86,6 +86,38 @@ def test_half_precision_training_learns_and_moves_selection_logits(dtype, backen
         losses.append(out.loss.item())
     assert losses[-1] < losses[0] * 0.5
     assert not torch.equal(model.head_selection["decoder_self"].logits.detach(), phi_before)
+
+
+def test_cuda_single_task_training_gathers_and_equals_the_selected_rows(monkeypatch):
+    # `auto` on CUDA projects a single-task training batch over all candidates; "grouped" keeps the selected rows
+    from hf_headsel.attention import HeadSelectionAttentionMixin
+
+    gathered_calls = []
+    project_gathered = HeadSelectionAttentionMixin._project_gathered
+    def counted(self, *args, **kwargs):
+        gathered_calls.append(1)
+        return project_gathered(self, *args, **kwargs)
+
+    monkeypatch.setattr(HeadSelectionAttentionMixin, "_project_gathered", counted)
+    model = _model(dropout=0.0)
+    one_task = {"encoder_task_ids": torch.tensor([1] * 4), "decoder_task_ids": torch.tensor([2] * 4)}
+    batch = {**_batch(), **_cuda(one_task)}
+    results = {}
+    for mode in ("auto", "grouped"):
+        monkeypatch.setattr(HeadSelectionAttentionMixin, "mixed_batch_projection", mode)
+        gathered_calls.clear()
+        model.train()
+        torch.manual_seed(3)  # the same Gumbel draws
+        loss = model(**batch).loss
+        loss.backward()
+        results[mode] = loss.detach(), {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
+        assert bool(gathered_calls) == (mode == "auto")
+        model.zero_grad(set_to_none=True)
+    (loss0, grads0), (loss1, grads1) = results["auto"], results["grouped"]
+    torch.testing.assert_close(loss0, loss1)
+    assert grads0.keys() == grads1.keys()
+    for name in grads0:
+        torch.testing.assert_close(grads0[name], grads1[name], msg=lambda m: f"{name}: {m}")
 
 
 def test_bf16_weights_generate_like_float32_routing():

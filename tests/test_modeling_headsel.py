@@ -366,6 +366,41 @@ def projections_used(model, monkeypatch, call) -> set[tuple[str, int]]:
     return used
 
 
+#: One encoder task and one decoder task for the whole batch
+SINGLE_TASK = dict(encoder_task_ids=torch.tensor([1, 1, 1, 1]), decoder_task_ids=torch.tensor([2, 2, 2, 2]))
+
+
+@pytest.mark.parametrize("strategy", list(STRATEGY_CONFIGS))
+def test_single_task_training_projected_gathered_computes_the_same(family, strategy, monkeypatch):
+    """CUDA's single-task training path (all candidates in one matmul, then the task's heads), forced on the CPU:
+    the loss and every gradient of the selected rows' path, and it does gather (the rows' path shows as grouped)."""
+    from hf_headsel.attention import HeadSelectionAttentionMixin
+
+    model = mixed_model(family, strategy)
+    rows_loss, rows_grads = train_step(model, family, ids=SINGLE_TASK)
+    assert {name for name, _ in projections_used(model, monkeypatch, lambda: train_step(
+        model, family, ids=SINGLE_TASK))} == {"grouped"}
+    monkeypatch.setattr(HeadSelectionAttentionMixin, "_gathers_single_task", lambda self, device: True)
+    assert {name for name, _ in projections_used(model, monkeypatch, lambda: train_step(
+        model, family, ids=SINGLE_TASK))} == {"gathered"}
+    # projections_used undid every patch of the monkeypatch fixture, this one included
+    monkeypatch.setattr(HeadSelectionAttentionMixin, "_gathers_single_task", lambda self, device: True)
+    loss, grads = train_step(model, family, ids=SINGLE_TASK)
+    torch.testing.assert_close(loss, rows_loss)
+    assert grads.keys() == rows_grads.keys()
+    for name in grads:
+        torch.testing.assert_close(grads[name], rows_grads[name], msg=lambda m: f"{name}: {m}")
+
+
+def test_single_task_batches_gather_in_training_only_on_cuda_under_auto(marian, projection_mode):
+    layer = marian.model().model.encoder.layers[0].self_attn
+    assert layer._gathers_single_task(torch.device("cuda"))
+    assert not layer._gathers_single_task(torch.device("cpu"))
+    for mode in ("grouped", "gathered", "batched"):  # an explicit mode names how mixed batches project, only
+        projection_mode(mode)
+        assert not layer._gathers_single_task(torch.device("cuda"))
+
+
 def test_auto_projection_groups_full_passes_and_batches_decoding_steps_on_cpu(family, monkeypatch):
     """On the CPU a full pass projects a mixed batch grouped, a decoding step batched, and a step whose padded task
     blocks would cost more than all candidates (one task with far more examples than the others) gathered."""

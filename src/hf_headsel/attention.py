@@ -63,8 +63,8 @@ class HeadSelectionAttentionMixin(EvalCacheMixin):
     #: then each example gathers its heads), `"batched"` (one batched matmul over the tasks present, each on its
     #: examples and its heads' rows, the tasks' example counts padded to the largest), or `"auto"`: gathered on CUDA;
     #: on other devices grouped for full passes and batched for one-token decoding steps (gathered where padding
-    #: would cost more than projecting all candidates). Set it on the class or on a layer; single-task batches
-    #: always project only their selected heads.
+    #: would cost more than projecting all candidates). Set it on the class or on a layer. Single-task batches
+    #: project only their selected heads, except in training on CUDA under `"auto"` ([`_gathers_single_task`]).
     mixed_batch_projection: str = "auto"
 
     def enable_head_selection(self, component: str, layer: int, total_heads: int, selector: HeadSelector) -> None:
@@ -284,16 +284,26 @@ class HeadSelectionAttentionMixin(EvalCacheMixin):
         padded = len(route.tasks) * route.task_blocks[2]
         return "batched" if padded * self.num_heads <= len(route.ids) * self.total_heads else "gathered"
 
+    def _gathers_single_task(self, device: torch.device) -> bool:
+        """Whether a single-task batch under autograd (training) projects gathered, as a mixed batch on CUDA does:
+        `mixed_batch_projection="auto"` on CUDA. Measured on an H100 in bf16, every component selecting
+        (benchmarks/results/gpu_2026-11-26_s30): 0.84-0.91x the selected rows' training step, from d_model 256 at
+        batch 16 to d_model 1024 at batch 64 x 128 tokens, where launches, not the `H'/H` times q/k/v arithmetic,
+        bound the step; it keeps the layer's stacked q/k/v weights for the backward pass (1.03-1.16x the memory the
+        rows' path keeps). On the CPU the arithmetic counts (1.27x there): the selected rows."""
+        return self.mixed_batch_projection == "auto" and device.type == "cuda"
+
     def _projector(self, route: TaskRoute, states: torch.Tensor, routing: Routing | None, prepared: dict | None):
         """A function `project(x, part)` giving the selected heads' queries, keys and/or values of `x` (`part` in
         [`PARTS`]), each `[batch, time, H, head_dim]`, and the gates (`[H]` or `[batch, H]`; `None` without
         sampling).
 
-        A single-task batch (and, with `mixed_batch_projection="grouped"`, every batch) projects only the selected
-        heads' weight rows, one matmul per task present. `"batched"` does the same arithmetic in one batched matmul
-        over the tasks present (their examples laid out in equal blocks, padded). `"gathered"` projects a mixed batch
-        onto all `H'` candidates and takes each example's `H` heads: `H'/H` times the projection work, but a fixed
-        number of kernels and no loop over tasks, which is what counts where small kernels are launch-bound (CUDA).
+        A single-task batch (but in training on CUDA under `"auto"`, [`_gathers_single_task`]; and, with
+        `mixed_batch_projection="grouped"`, every batch) projects only the selected heads' weight rows, one matmul per
+        task present. `"batched"` does the same arithmetic in one batched matmul over the tasks present (their
+        examples laid out in equal blocks, padded). `"gathered"` projects a batch onto all `H'` candidates and takes
+        each example's `H` heads: `H'/H` times the projection work, but a fixed number of kernels and no loop over
+        tasks, which is what counts where small kernels are launch-bound (CUDA).
         `prepared`: this layer's evaluation caches as validated for the call ([`eval_weights`]), or `None`.
         """
         through_modules = self._projects_through_modules()
@@ -310,11 +320,13 @@ class HeadSelectionAttentionMixin(EvalCacheMixin):
             gates = gates[route.single_task] if route.single_task is not None else gates[route.ids]
         if through_modules:
             return self._module_projector(route, heads, states, prepared), gates
-        mixed = None if route.single_task is not None else self._mixed_projection(
-            route, states.device, step=states.shape[-2] == 1)
-        if mixed == "gathered":
+        if route.single_task is None:
+            projection = self._mixed_projection(route, states.device, step=states.shape[-2] == 1)
+        else:
+            projection = "gathered" if heads is not None and self._gathers_single_task(states.device) else None
+        if projection == "gathered":
             return self._gathered_projector(route, heads, states.device, prepared), gates
-        if mixed == "batched":
+        if projection == "batched":
             if heads is None:
                 weights = self._cached_batched_weights(route.tasks, states.device, prepared)
             else:

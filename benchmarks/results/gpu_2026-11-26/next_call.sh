@@ -1,5 +1,6 @@
 #!/bin/bash
-# Prepared for the next GPU session, NOT run yet: what issue 16's training target waits on, in one call of at most
+# Prepared for the next GPU session; session 30 ran these steps (../gpu_2026-11-26_s30/call.sh, with the CUDA tests
+# first): what issue 16's training target waits on, in one call of at most
 # 10 minutes (device run with carry [".whl"], timeout_s 600; the wheels as in README.md). From the repository root:
 #   bash benchmarks/results/gpu_2026-11-26/next_call.sh
 # 1-2: the single-task training variants of ../training_kernels/ (gathered, plain rows, fast apply) against the

@@ -13,6 +13,15 @@ First the loss and gradients of `gathered` are checked against the library's, th
     python benchmarks/results/training_kernels/single_task_training_variants.py quick      # launch-bound (GPU-like)
     python benchmarks/results/training_kernels/single_task_training_variants.py standard   # overhead.py's sizes
     python benchmarks/results/training_kernels/single_task_training_variants.py standard --device cuda --dtype bfloat16
+    python benchmarks/results/training_kernels/single_task_training_variants.py large --device cuda --dtype bfloat16
+
+`--saved-bytes` (session 30) counts what one step keeps for its backward pass instead of timing: every storage
+autograd saves, parameters excluded, for the stock model, the library's rows and `gathered` (bytes do not depend on
+the device: run it on the CPU).
+
+`large` (session 30): Transformer-big widths (d_model 1024, H = 16 of H' = 32, ffn 4096), 6 + 6 layers, 128 tokens a
+side, vocabulary 32000: where a GPU step is bound by arithmetic rather than by launches, and `gathered`'s `H'/H` times
+the q/k/v arithmetic counts.
 """
 import argparse
 import copy
@@ -29,6 +38,12 @@ from hf_headsel.attention import HeadSelectionAttentionMixin  # noqa: E402
 from hf_headsel.task_rows import TaskRowsLinear, task_rows_linear  # noqa: E402
 
 LIBRARY_PROJECTOR = HeadSelectionAttentionMixin._projector
+#: size -> BenchConfig fields over overhead.py's standard ones
+SIZES = {
+    "quick": overhead.QUICK,
+    "standard": {},
+    "large": dict(d_model=1024, heads=16, total_heads=32, ffn=4096, vocab=32000, src_len=128, tgt_len=128),
+}
 
 
 def gathered_projector(self, route, states, routing, prepared):
@@ -93,23 +108,55 @@ def check_gathered(cfg, device: torch.device, dtype: torch.dtype):
     print("loss", loss0, loss1, "max grad diff", max((a - b).abs().max().item() for a, b in zip(grads0, grads1)))
 
 
+def saved_bytes(model, inputs: dict) -> int:
+    """Bytes of the distinct storages autograd saves in one training forward pass (parameters excluded)."""
+    params = {p.untyped_storage().data_ptr() for p in model.parameters()}
+    storages = {}
+
+    def pack(tensor):
+        storage = tensor.untyped_storage()
+        if storage.data_ptr() not in params:
+            storages[storage.data_ptr()] = storage.nbytes()
+        return tensor
+
+    model.train()
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda tensor: tensor):
+        model(**inputs).loss.backward()
+    model.zero_grad(set_to_none=True)
+    return sum(storages.values())
+
+
+def print_saved_bytes(cfg, device: torch.device, dtype: torch.dtype) -> None:
+    models = overhead.build_models(cfg, device, dtype, ("stock", "headsel"))
+    inputs, routing = overhead.make_inputs(cfg, cfg.batch_size, False, device, labels=True, dtype=dtype)
+    stock = saved_bytes(models["stock"], inputs)
+    rows = saved_bytes(models["headsel"], {**inputs, **routing})
+    gathered = patched(lambda: saved_bytes(models["headsel"], {**inputs, **routing}), *VARIANTS["gathered"])()
+    print(f"saved for backward, MiB: stock {stock / 2**20:.1f}, selected rows {rows / 2**20:.1f} "
+          f"({rows / stock:.3f}x stock), gathered {gathered / 2**20:.1f} ({gathered / stock:.3f}x stock, "
+          f"{gathered / rows:.3f}x rows)")
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("size", choices=["quick", "standard"], help="overhead.py --quick's sizes, or its standard ones")
+    parser.add_argument("size", choices=sorted(SIZES), help="overhead.py --quick's sizes, its standard ones, or large")
     parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     parser.add_argument("--dtype", default="float32", choices=sorted(overhead.DTYPES))
     parser.add_argument("--repeats", type=int, help="interleaved rounds (default 40 quick, 12 standard)")
     parser.add_argument("--batch-size", type=int, help="training batch (default: overhead.py's)")
+    parser.add_argument("--saved-bytes", action="store_true", help="count what a step keeps for backward, no timing")
     args = parser.parse_args(argv)
-    quick = args.size == "quick"
     device, dtype = torch.device(args.device), overhead.DTYPES[args.dtype]
     if device.type == "cpu":
         torch.set_num_threads(1)
-    fields = {**(overhead.QUICK if quick else {}), "components": overhead.COMPONENT_PRESETS["all"],
-              "repeats": args.repeats or (40 if quick else 12)}
+    fields = {**SIZES[args.size], "components": overhead.COMPONENT_PRESETS["all"],
+              "repeats": args.repeats or (40 if args.size == "quick" else 12)}
     if args.batch_size:
         fields["batch_size"] = args.batch_size
     cfg = overhead.BenchConfig(**fields)
+    if args.saved_bytes:
+        print(f"{overhead.model_summary(cfg)}; {args.dtype}, batch {cfg.batch_size} x {cfg.src_len} / {cfg.tgt_len}")
+        return print_saved_bytes(cfg, device, dtype)
     models = overhead.build_models(cfg, device, dtype, ("stock", "headsel"))
     for variant in VARIANTS:
         models[variant] = copy.deepcopy(models["headsel"])
