@@ -100,6 +100,23 @@ def count_python_calls(run) -> int:
     return pstats.Stats(profiler).total_calls
 
 
+def saved_bytes(model: torch.nn.Module, run) -> int:
+    """Bytes autograd keeps for the backward pass during one call of `run` (a training forward pass of `model`):
+    the distinct storages of the saved tensors, `model`'s parameters left out (alive anyway)."""
+    parameters = {p.untyped_storage().data_ptr() for p in model.parameters()}
+    storages = {}
+
+    def pack(tensor: torch.Tensor) -> torch.Tensor:
+        storage = tensor.untyped_storage()  # saved tensors stay alive: their storages cannot share an address
+        if storage.data_ptr() not in parameters:
+            storages[storage.data_ptr()] = storage.nbytes()
+        return tensor
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda tensor: tensor):
+        run()
+    return sum(storages.values())
+
+
 def measurements(cfg: BenchConfig, models: dict, train_models: dict, mixed: bool) -> dict:
     """`{name: {system: run}}` for one batch kind: overhead.py's measurements, generation named with its tokens."""
     calls = measurement_calls(cfg, models, train_models, mixed, torch.device("cpu"), optimizer_step=False)

@@ -452,20 +452,11 @@ def test_batched_projection_keeps_the_weights_of_the_last_tasks_only(family, pro
 
 def saved_for_backward(model, family, ids: dict) -> int:
     """Bytes a training forward pass keeps for its backward pass, the parameters left out (alive anyway)."""
-    parameters = {p.untyped_storage().data_ptr() for p in model.parameters()}
-    storages = {}
-
-    def pack(tensor: torch.Tensor) -> torch.Tensor:
-        storage = tensor.untyped_storage()  # saved tensors stay alive: their storages cannot share an address
-        if storage.data_ptr() not in parameters:
-            storages[storage.data_ptr()] = storage.nbytes()
-        return tensor
+    import op_count  # benchmarks/ is on the test path
 
     model.train()
     seed_everything(7)
-    with torch.autograd.graph.saved_tensors_hooks(pack, lambda tensor: tensor):
-        model(**family.inputs(), labels=family.labels(), **ids)
-    return sum(storages.values())
+    return op_count.saved_bytes(model, lambda: model(**family.inputs(), labels=family.labels(), **ids))
 
 
 def test_training_keeps_no_gathered_weights_for_the_backward_pass(family):

@@ -109,21 +109,13 @@ def check_gathered(cfg, device: torch.device, dtype: torch.dtype):
 
 
 def saved_bytes(model, inputs: dict) -> int:
-    """Bytes of the distinct storages autograd saves in one training forward pass (parameters excluded)."""
-    params = {p.untyped_storage().data_ptr() for p in model.parameters()}
-    storages = {}
-
-    def pack(tensor):
-        storage = tensor.untyped_storage()
-        if storage.data_ptr() not in params:
-            storages[storage.data_ptr()] = storage.nbytes()
-        return tensor
+    """What one training step of `model` keeps for its backward pass ([`op_count.saved_bytes`])."""
+    def step():
+        model(**inputs).loss.backward()
+        model.zero_grad(set_to_none=True)
 
     model.train()
-    with torch.autograd.graph.saved_tensors_hooks(pack, lambda tensor: tensor):
-        model(**inputs).loss.backward()
-    model.zero_grad(set_to_none=True)
-    return sum(storages.values())
+    return op_count.saved_bytes(model, step)
 
 
 def print_saved_bytes(cfg, device: torch.device, dtype: torch.dtype) -> None:
