@@ -20,8 +20,11 @@ autograd saves, parameters excluded, for the stock model, the library's rows and
 the device: run it on the CPU).
 
 `large` (session 30): Transformer-big widths (d_model 1024, H = 16 of H' = 32, ffn 4096), 6 + 6 layers, 128 tokens a
-side, vocabulary 32000: where a GPU step is bound by arithmetic rather than by launches, and `gathered`'s `H'/H` times
-the q/k/v arithmetic counts.
+side, vocabulary 32000, to look for where a GPU step is bound by arithmetic rather than by launches and `gathered`'s
+`H'/H` times the q/k/v arithmetic counts (on an H100 in bf16 it was not yet, at batch 64).
+
+Since session 30 the library itself projects single-task training gathered on CUDA (`_gathers_single_task`); this
+script turns that off, so that `headsel`, `plain` and `fast` stay the selected rows' path they were written to time.
 """
 import argparse
 import copy
@@ -138,6 +141,7 @@ def main(argv=None):
     parser.add_argument("--batch-size", type=int, help="training batch (default: overhead.py's)")
     parser.add_argument("--saved-bytes", action="store_true", help="count what a step keeps for backward, no timing")
     args = parser.parse_args(argv)
+    HeadSelectionAttentionMixin._gathers_single_task = lambda self, device: False  # see above: the rows' path
     device, dtype = torch.device(args.device), overhead.DTYPES[args.dtype]
     if device.type == "cpu":
         torch.set_num_threads(1)
