@@ -368,6 +368,25 @@ STRATEGY_CONFIGS = {
 }
 
 
+def projections_used(call) -> set[tuple[str, int]]:
+    """`{(projection, time)}`: how the head-selection layers projected during `call()` (grouped, gathered or batched)
+    and the length of what they projected. Only the spies are undone afterwards, not the test's own patches."""
+    from hf_headsel.attention import HeadSelectionAttentionMixin
+
+    used = set()
+    with pytest.MonkeyPatch.context() as patch:
+        for name in ("grouped", "gathered", "batched"):
+            original = getattr(HeadSelectionAttentionMixin, f"_project_{name}")
+
+            def spy(self, x, *args, _original=original, _name=name, **kwargs):
+                used.add((_name, x.shape[1]))
+                return _original(self, x, *args, **kwargs)
+
+            patch.setattr(HeadSelectionAttentionMixin, f"_project_{name}", spy)
+        call()
+    return used
+
+
 def mixed_model(family, strategy: str = "group", **overrides):
     """A model selecting in all three components, with `phi` spread so that tasks select different heads."""
     model = family.model(**{**STRATEGY_CONFIGS[strategy], **overrides})

@@ -9,7 +9,16 @@ import torch
 
 from hf_headsel import HeadSelMarianConfig, HeadSelMarianMTModel
 
-from conftest import DECODER_IDS, ENCODER_IDS, MIXED, STRATEGY_CONFIGS, extract_stock_model, mixed_model, take
+from conftest import (
+    DECODER_IDS,
+    ENCODER_IDS,
+    MIXED,
+    STRATEGY_CONFIGS,
+    extract_stock_model,
+    mixed_model,
+    projections_used,
+    take,
+)
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 
@@ -92,27 +101,23 @@ def test_cuda_single_task_training_gathers_and_equals_the_selected_rows(monkeypa
     # `auto` on CUDA projects a single-task training batch over all candidates; "grouped" keeps the selected rows
     from hf_headsel.attention import HeadSelectionAttentionMixin
 
-    gathered_calls = []
-    project_gathered = HeadSelectionAttentionMixin._project_gathered
-    def counted(self, *args, **kwargs):
-        gathered_calls.append(1)
-        return project_gathered(self, *args, **kwargs)
-
-    monkeypatch.setattr(HeadSelectionAttentionMixin, "_project_gathered", counted)
     model = _model(dropout=0.0)
     one_task = {"encoder_task_ids": torch.tensor([1] * 4), "decoder_task_ids": torch.tensor([2] * 4)}
     batch = {**_batch(), **_cuda(one_task)}
     results = {}
     for mode in ("auto", "grouped"):
         monkeypatch.setattr(HeadSelectionAttentionMixin, "mixed_batch_projection", mode)
-        gathered_calls.clear()
-        model.train()
-        torch.manual_seed(3)  # the same Gumbel draws
-        loss = model(**batch).loss
-        loss.backward()
-        results[mode] = loss.detach(), {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
-        assert bool(gathered_calls) == (mode == "auto")
-        model.zero_grad(set_to_none=True)
+
+        def step():
+            model.train()
+            torch.manual_seed(3)  # the same Gumbel draws
+            loss = model(**batch).loss
+            loss.backward()
+            grads = {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
+            results[mode] = loss.detach(), grads
+            model.zero_grad(set_to_none=True)
+
+        assert {name for name, _ in projections_used(step)} == ({"gathered"} if mode == "auto" else {"grouped"})
     (loss0, grads0), (loss1, grads1) = results["auto"], results["grouped"]
     torch.testing.assert_close(loss0, loss1)
     assert grads0.keys() == grads1.keys()

@@ -37,6 +37,7 @@ from conftest import (
     mixed_model,
     pad_to,
     perturb_adapters,
+    projections_used,
     randomize_selector_logits,
     seed_everything,
     selecting_attentions,
@@ -347,25 +348,6 @@ def test_mixed_batch_projections_compute_the_same(family, strategy, batch, proje
             torch.testing.assert_close(grads1[name], grads0[name], msg=lambda m: f"{mode} {name}: {m}")
 
 
-def projections_used(model, monkeypatch, call) -> set[tuple[str, int]]:
-    """`{(projection, time)}`: how the head-selection layers projected during `call()` (grouped, gathered or batched)
-    and the length of what they projected."""
-    from hf_headsel.attention import HeadSelectionAttentionMixin
-
-    used = set()
-    for name in ("grouped", "gathered", "batched"):
-        original = getattr(HeadSelectionAttentionMixin, f"_project_{name}")
-
-        def spy(self, x, *args, _original=original, _name=name, **kwargs):
-            used.add((_name, x.shape[1]))
-            return _original(self, x, *args, **kwargs)
-
-        monkeypatch.setattr(HeadSelectionAttentionMixin, f"_project_{name}", spy)
-    call()
-    monkeypatch.undo()
-    return used
-
-
 #: One encoder task and one decoder task for the whole batch
 SINGLE_TASK = dict(encoder_task_ids=torch.tensor([1, 1, 1, 1]), decoder_task_ids=torch.tensor([2, 2, 2, 2]))
 
@@ -377,15 +359,13 @@ def test_single_task_training_projected_gathered_computes_the_same(family, strat
     from hf_headsel.attention import HeadSelectionAttentionMixin
 
     model = mixed_model(family, strategy)
-    rows_loss, rows_grads = train_step(model, family, ids=SINGLE_TASK)
-    assert {name for name, _ in projections_used(model, monkeypatch, lambda: train_step(
-        model, family, ids=SINGLE_TASK))} == {"grouped"}
-    monkeypatch.setattr(HeadSelectionAttentionMixin, "_gathers_single_task", lambda self, device: True)
-    assert {name for name, _ in projections_used(model, monkeypatch, lambda: train_step(
-        model, family, ids=SINGLE_TASK))} == {"gathered"}
-    # projections_used undid every patch of the monkeypatch fixture, this one included
-    monkeypatch.setattr(HeadSelectionAttentionMixin, "_gathers_single_task", lambda self, device: True)
-    loss, grads = train_step(model, family, ids=SINGLE_TASK)
+    results = {}
+    for path in ("grouped", "gathered"):
+        if path == "gathered":
+            monkeypatch.setattr(HeadSelectionAttentionMixin, "_gathers_single_task", lambda self, device: True)
+        used = projections_used(lambda: results.__setitem__(path, train_step(model, family, ids=SINGLE_TASK)))
+        assert {name for name, _ in used} == {path}
+    (rows_loss, rows_grads), (loss, grads) = results["grouped"], results["gathered"]
     torch.testing.assert_close(loss, rows_loss)
     assert grads.keys() == rows_grads.keys()
     for name in grads:
@@ -401,30 +381,30 @@ def test_single_task_batches_gather_in_training_only_on_cuda_under_auto(marian, 
         assert not layer._gathers_single_task(torch.device("cuda"))
 
 
-def test_auto_projection_groups_full_passes_and_batches_decoding_steps_on_cpu(family, monkeypatch):
+def test_auto_projection_groups_full_passes_and_batches_decoding_steps_on_cpu(family):
     """On the CPU a full pass projects a mixed batch grouped, a decoding step batched, and a step whose padded task
     blocks would cost more than all candidates (one task with far more examples than the others) gathered."""
     model = mixed_model(family)
     inputs, decoder_input_ids = family.inputs(), family.decoder_input_ids()
-    full_pass = projections_used(model, monkeypatch, lambda: forward_logits(model, inputs, decoder_input_ids, **MIXED))
+    full_pass = projections_used(lambda: forward_logits(model, inputs, decoder_input_ids, **MIXED))
     assert {name for name, _ in full_pass} == {"grouped"}
-    steps = projections_used(model, monkeypatch, lambda: model.generate(**inputs, **MIXED, max_new_tokens=3))
+    steps = projections_used(lambda: model.generate(**inputs, **MIXED, max_new_tokens=3))
     # the first step's cross-attention projects the encoder output's keys and values: not one token, still batched
     assert {name for name, _ in steps} == {"batched", "grouped"} and ("batched", 1) in steps
     assert ("grouped", 1) not in steps  # the encoder pass is a full pass
     batch = {name: value.repeat(3, *[1] * (value.dim() - 1)) for name, value in inputs.items()}  # 12 examples
     unequal = dict(encoder_task_ids=torch.tensor([0] * 12), decoder_task_ids=torch.tensor([0] * 10 + [1, 2]))
-    steps = projections_used(model, monkeypatch, lambda: model.generate(**batch, **unequal, max_new_tokens=3))
+    steps = projections_used(lambda: model.generate(**batch, **unequal, max_new_tokens=3))
     assert ("gathered", 1) in steps and not any(name == "batched" for name, _ in steps)  # 3 blocks of 10 > 2 x 12
 
 
-def test_layers_with_nothing_to_choose_project_a_mixed_batch_as_one_task(family, monkeypatch):
+def test_layers_with_nothing_to_choose_project_a_mixed_batch_as_one_task(family):
     """With `H' = H` (the adapter baseline's layers) every task uses every head: evaluation projects a mixed batch in
     one matmul, as for one task, with the outputs of each example alone; training keeps the per-task path (its gates
     still reach each task's logits)."""
     model = family.model(total_encoder_attention_heads=4, total_decoder_attention_heads=4)
     inputs, decoder_input_ids = family.inputs(), family.decoder_input_ids()
-    used = projections_used(model, monkeypatch, lambda: (
+    used = projections_used(lambda: (
         forward_logits(model, inputs, decoder_input_ids, **MIXED), model.generate(**inputs, **MIXED, max_new_tokens=3)))
     assert used == set()  # neither grouped, gathered nor batched: the one task's rows
     route = TaskRoute.build(MIXED["decoder_task_ids"])
@@ -435,7 +415,7 @@ def test_layers_with_nothing_to_choose_project_a_mixed_batch_as_one_task(family,
         one = model.generate(**{k: v[row : row + 1] for k, v in inputs.items()}, max_new_tokens=4, min_new_tokens=4,
                              **{k: v[row : row + 1] for k, v in MIXED.items()})
         assert mixed[row].tolist() == one[0].tolist()
-    assert projections_used(model, monkeypatch, lambda: train_step(model, family, ids=MIXED))  # per task in training
+    assert projections_used(lambda: train_step(model, family, ids=MIXED))  # per task in training
 
 
 def test_batched_projection_keeps_the_weights_of_the_last_tasks_only(family, projection_mode):
