@@ -153,19 +153,19 @@ def count_table(cfg: BenchConfig, verbose: bool = False) -> list[str]:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="the tiny configuration of overhead.py --quick")
-    add_model_arguments(parser)
-    parser.add_argument("--tasks", type=int, nargs="+", metavar="T",
+    add_model_arguments(parser, tasks=False)
+    parser.add_argument("--tasks", type=int, nargs="+", metavar="T", dest="task_sweep",
                         help="count at each number of tasks per side (a mixed batch holds min(T, batch size) tasks)")
     parser.add_argument("--verbose", action="store_true", help="list the operations head selection adds or removes")
     args = parser.parse_args(argv)
     model = model_overrides(parser, args)
-    if args.tasks and min(args.tasks) < 1:
+    if args.task_sweep and min(args.task_sweep) < 1:
         raise SystemExit("--tasks must be >= 1")
     base = BenchConfig(**{**(QUICK if args.quick else {}), **model})
     torch.set_num_threads(1)
     print(f"{model_summary(base)}. Kernel-launching ATen ops and Python function calls per call (training: forward "
           "and backward, without the optimizer).")  # fmt: skip
-    for tasks in args.tasks or [None]:
+    for tasks in args.task_sweep or [None]:
         cfg = base if tasks is None else replace(base, encoder_tasks=tasks, decoder_tasks=tasks)
         print(f"\n{cfg.encoder_tasks} + {cfg.decoder_tasks} tasks\n")
         print("| measurement | batch | projection | stock | head selection | ratio | Python calls, stock "

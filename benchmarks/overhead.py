@@ -69,7 +69,7 @@ import torch
 import transformers
 from transformers import CompileConfig
 
-from hf_headsel import COMPONENTS
+from hf_headsel import COMPONENTS, STRATEGIES
 from hf_headsel.attention import MIXED_BATCH_PROJECTIONS, HeadSelectionAttentionMixin
 from hf_headsel.families import MARIAN, SPEECH2TEXT, Family
 
@@ -147,6 +147,7 @@ class BenchConfig:
     layers: int = 6  # encoder and decoder layers each
     heads: int = 4  # H
     total_heads: int = 8  # H'
+    strategy: str = "group"  # a head-selection strategy of STRATEGIES
     ffn: int = 1024
     vocab: int = 8000
     encoder_tasks: int = 4
@@ -169,6 +170,13 @@ class BenchConfig:
     def __post_init__(self):
         if self.family not in FAMILIES:
             raise ValueError(f"unknown family {self.family!r}: expected one of {sorted(FAMILIES)}")
+        if self.strategy not in STRATEGIES:
+            raise ValueError(f"unknown strategy {self.strategy!r}: expected one of {list(STRATEGIES)}")
+        if not 1 <= self.heads <= self.total_heads or self.d_model % self.heads:
+            raise ValueError(f"heads must satisfy 1 <= H <= H' and divide d_model: got H = {self.heads}, "
+                             f"H' = {self.total_heads}, d_model {self.d_model}")  # fmt: skip
+        if min(self.encoder_tasks, self.decoder_tasks) < 1:
+            raise ValueError(f"each side needs at least one task, got {self.encoder_tasks} + {self.decoder_tasks}")
         if self.attn_implementation is None:
             self.attn_implementation = FAMILIES[self.family].default_attn_implementation
 
@@ -193,7 +201,8 @@ def model_summary(cfg: BenchConfig) -> str:
     speech = f", {cfg.num_mel_bins} mel bins, {cfg.conv_channels} conv channels" if cfg.bench_family.speech else ""
     return (
         f"{cfg.bench_family.name}, d_model {cfg.d_model}, {cfg.layers}+{cfg.layers} layers{speech}, H = {cfg.heads}, "
-        f"H' = {cfg.total_heads} (group; {', '.join(cfg.components)})"
+        f"H' = {cfg.total_heads} ({cfg.strategy}; {', '.join(cfg.components)}), {cfg.encoder_tasks}+"
+        f"{cfg.decoder_tasks} tasks"
     )
 
 
@@ -249,7 +258,7 @@ def build_models(cfg: BenchConfig, device: torch.device, dtype: torch.dtype,
         **common,
         encoder_tasks=[f"src{i}" for i in range(cfg.encoder_tasks)],
         decoder_tasks=[f"tgt{i}" for i in range(cfg.decoder_tasks)],
-        head_selection_strategy="group",
+        head_selection_strategy=cfg.strategy,
         head_selection_components=list(cfg.components),
         total_encoder_attention_heads=cfg.total_heads,
         total_decoder_attention_heads=cfg.total_heads,
@@ -593,11 +602,13 @@ def ratio_lines(measurement: Measurement) -> list[str]:
 
 
 def add_ab_arguments(parser: argparse.ArgumentParser, threads: int, repeats: int) -> None:
-    """The options every A/B script beside this one takes: `--family`, `--threads`, `--repeats`, `--quick`."""
+    """The options every A/B script beside this one takes: `--family`, `--threads`, `--repeats`, `--quick` and
+    those of [`add_size_arguments`]."""
     parser.add_argument("--family", default="marian", choices=sorted(FAMILIES))
     parser.add_argument("--threads", type=int, default=threads)
     parser.add_argument("--repeats", type=int, default=repeats)
     parser.add_argument("--quick", action="store_true", help="the tiny configuration of overhead.py --quick")
+    add_size_arguments(parser)
 
 
 def ab_config(args: argparse.Namespace, **fields) -> BenchConfig:
@@ -605,7 +616,7 @@ def ab_config(args: argparse.Namespace, **fields) -> BenchConfig:
     `fields` set; sets the torch thread count."""
     torch.set_num_threads(args.threads)
     cfg = BenchConfig(family=args.family, components=COMPONENT_PRESETS["all"], **fields)
-    return replace(cfg, **{**(QUICK if args.quick else {}), "repeats": args.repeats})
+    return replace(cfg, **{**(QUICK if args.quick else {}), "repeats": args.repeats, **size_overrides(args)})
 
 
 def ab_calls(cfg: BenchConfig, measurement: str, device: torch.device) -> tuple[dict, dict]:
@@ -673,14 +684,39 @@ def format_table(results: list[Measurement]) -> str:
     return "\n".join([line(header), sep, *map(line, rows)])
 
 
-def add_model_arguments(parser: argparse.ArgumentParser) -> None:
-    """The flags overhead.py and op_count.py share: the family and the selecting components ([`parse_components`])."""
+def add_model_arguments(parser: argparse.ArgumentParser, tasks: bool = True) -> None:
+    """The flags overhead.py and op_count.py share: the family, the selecting components ([`parse_components`]) and
+    those of [`add_size_arguments`] (`--tasks` only where `tasks`: op_count.py sweeps its own)."""
     parser.add_argument("--family", default=BenchConfig.family, choices=sorted(FAMILIES),
                         help=f"model family (default {BenchConfig.family})")  # fmt: skip
     parser.add_argument("--components", nargs="+", metavar="COMPONENT", choices=[*COMPONENTS, *COMPONENT_PRESETS],
                         help=f"selecting components ({', '.join(COMPONENTS)}), or one preset alone: "
                              + ", ".join(f"{name} ({' '.join(value)})" for name, value in COMPONENT_PRESETS.items())
                              + "; default paper")  # fmt: skip
+    add_size_arguments(parser, tasks=tasks)
+
+
+def add_size_arguments(parser: argparse.ArgumentParser, tasks: bool = True) -> None:
+    """`--heads`, `--total-heads`, `--strategy` and (where `tasks`) `--tasks`: the heads a task uses, the candidates
+    it chooses them from and how, and the tasks of each side, which a mixed batch holds all of (up to its size). The
+    defaults are the configuration issue 15's targets are stated for; other values measure what a configuration
+    change would buy (`H' < 2H` needs `--strategy subset`: group needs `H'` a multiple of `H`)."""
+    parser.add_argument("--heads", type=int, help=f"H, heads per task and layer (default {BenchConfig.heads})")
+    parser.add_argument("--total-heads", type=int,
+                        help=f"H', candidate heads per layer (default {BenchConfig.total_heads})")  # fmt: skip
+    parser.add_argument("--strategy", choices=STRATEGIES,
+                        help=f"head-selection strategy (default {BenchConfig.strategy})")  # fmt: skip
+    if tasks:
+        parser.add_argument("--tasks", type=int, help=f"tasks per side (default {BenchConfig.decoder_tasks})")
+
+
+def size_overrides(args: argparse.Namespace) -> dict:
+    """The [`BenchConfig`] fields of the flags of [`add_size_arguments`] that were given ([`BenchConfig`] checks
+    them)."""
+    fields = {"heads": args.heads, "total_heads": args.total_heads, "strategy": args.strategy}
+    if getattr(args, "tasks", None) is not None:  # absent where the script has none (op_count.py's sweeps)
+        fields.update(encoder_tasks=args.tasks, decoder_tasks=args.tasks)
+    return {name: value for name, value in fields.items() if value is not None}
 
 
 def parse_components(parser: argparse.ArgumentParser, values: list[str] | None) -> tuple[str, ...] | None:
@@ -701,7 +737,8 @@ def parse_components(parser: argparse.ArgumentParser, values: list[str] | None) 
 def model_overrides(parser: argparse.ArgumentParser, args: argparse.Namespace) -> dict:
     """The [`BenchConfig`] fields of the flags of [`add_model_arguments`]."""
     components = parse_components(parser, args.components)
-    return dict(family=args.family, **({} if components is None else dict(components=components)))
+    return dict(family=args.family, **({} if components is None else dict(components=components)),
+                **size_overrides(args))
 
 
 def parse_args(argv=None) -> tuple[argparse.Namespace, dict]:
@@ -784,7 +821,7 @@ def main(argv=None) -> int:
     table = format_table(results)
     print()
     print(
-        f"{model_summary(cfg)}, {cfg.encoder_tasks}+{cfg.decoder_tasks} tasks, {args.device} {args.dtype}, "
+        f"{model_summary(cfg)}, {args.device} {args.dtype}, "
         f"{cfg.attn_implementation}, {torch.get_num_threads()} threads, {cfg.repeats} repeats, mixed batches "
         f"{HeadSelectionAttentionMixin.mixed_batch_projection}{', compiled' if cfg.compile else ''}"
     )

@@ -29,22 +29,27 @@ from hf_headsel.attention import PROJECTIONS
 
 
 class WideLinear(nn.Module):
-    """`linear` reading `factor` times its rows: the stock rows, then `factor - 1` times as many more (random, zero
-    bias); projects onto all of them and returns the stock rows' outputs."""
+    """`linear` reading `factor` times its rows: the stock rows, then `(factor - 1) * out_features` more (random,
+    zero bias; `factor` need not be whole: `H' / H`); projects onto all of them and returns the stock rows'
+    outputs."""
 
-    def __init__(self, linear: nn.Linear, factor: int):
+    def __init__(self, linear: nn.Linear, factor: float):
         super().__init__()
-        rows = [linear.weight.detach()] + [torch.randn_like(linear.weight) * 0.02 for _ in range(factor - 1)]
-        self.weight = nn.Parameter(torch.cat(rows))
+        extra = round((factor - 1) * linear.out_features)
+        if extra < 0:
+            raise ValueError(f"factor must be >= 1, got {factor}")
+        weight = linear.weight.detach()
+        more = torch.randn(extra, linear.in_features, dtype=weight.dtype, device=weight.device) * 0.02
+        self.weight = nn.Parameter(torch.cat([weight, more]))
         self.bias = None if linear.bias is None else nn.Parameter(
-            torch.cat([linear.bias.detach(), linear.bias.new_zeros((factor - 1) * linear.out_features)]))
+            torch.cat([linear.bias.detach(), linear.bias.new_zeros(extra)]))
         self.out_features = linear.out_features
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return F.linear(x, self.weight, self.bias)[..., : self.out_features]
 
 
-def widened(model: nn.Module, factor: int) -> nn.Module:
+def widened(model: nn.Module, factor: float) -> nn.Module:
     """A copy of the stock `model` whose attention layers' q/k/v projections are [`WideLinear`]s."""
     wide = copy.deepcopy(model)
     for module in list(wide.modules()):
@@ -70,7 +75,7 @@ def main(argv: list[str] | None = None) -> overhead.Measurement:
     device = torch.device("cpu")
     models, calls = overhead.ab_calls(cfg, args.measurement, device)
     # the wide model takes the stock model's inputs (no task ids): its calls are built as the stock system's
-    wide = widened(models["stock"], cfg.total_heads // cfg.heads)
+    wide = widened(models["stock"], cfg.total_heads / cfg.heads)
     calls["stock_wide"] = overhead.measurement_calls(
         cfg, {"stock": wide}, {"stock": copy.deepcopy(wide)}, True, device)[args.measurement]["stock"]
     # (a training step updates the weights: its outputs are not compared, its first call would change them)
@@ -79,7 +84,7 @@ def main(argv: list[str] | None = None) -> overhead.Measurement:
     systems = {system: calls[system] for system in ("stock", "stock_wide", "headsel")}
     name = overhead.measurement_name(True, args.measurement, cfg)
     measurement = overhead.time_systems(name, systems, cfg, device)
-    about = f"{name}; stock_wide reads {cfg.total_heads // cfg.heads}x the stock q/k/v rows (outputs checked equal)"
+    about = f"{name}; stock_wide reads {cfg.total_heads / cfg.heads:g}x the stock q/k/v rows (outputs checked equal)"
     print(overhead.ab_report(measurement, cfg, args.threads, about,
                              [("stock_wide", "stock"), ("headsel", "stock"), ("headsel", "stock_wide")]))
     return measurement

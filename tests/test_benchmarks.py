@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -263,6 +264,32 @@ def test_bad_family_or_components_are_refused_before_any_model_is_built(argv, me
         assert exit_info.value.code == 2 and message in capsys.readouterr().err
 
 
+def test_overhead_sizes_the_head_pools_and_the_number_of_tasks(tmp_path, capsys):
+    out = tmp_path / "sizes.json"
+    argv = ["--quick", "--heads", "2", "--total-heads", "3", "--strategy", "subset", "--tasks", "2", "--only",
+            "greedy, mixed",
+            "--json", str(out)]  # fmt: skip
+    assert overhead.main(argv) == 0
+    config = json.loads(out.read_text())["config"]
+    assert (config["heads"], config["total_heads"], config["strategy"]) == (2, 3, "subset")
+    assert (config["encoder_tasks"], config["decoder_tasks"]) == (2, 2)
+    assert "H = 2, H' = 3 (subset; encoder_self, decoder_self), 2+2 tasks" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--heads", "4", "--total-heads", "3"], "1 <= H <= H'"),
+        (["--heads", "3"], "divide d_model"),
+        (["--tasks", "0"], "at least one task"),
+    ],
+)
+def test_bad_sizes_are_refused_before_any_model_is_built(argv, message, monkeypatch):
+    monkeypatch.setattr(overhead, "build_models", lambda *args: pytest.fail("built models for bad arguments"))
+    with pytest.raises(ValueError, match=re.escape(message)):
+        overhead.main(["--quick", *argv])
+
+
 def test_component_presets():
     parser = argparse.ArgumentParser()
     assert overhead.parse_components(parser, ["paper"]) == overhead.BenchConfig().components
@@ -414,26 +441,30 @@ def test_projection_ab_times_the_stock_model_and_each_projection_of_a_mixed_batc
 def test_read_floor_ab_times_a_stock_model_reading_every_candidates_rows(capsys):
     import read_floor_ab
 
-    measurement = read_floor_ab.main(["--quick", "--repeats", "1", "--family", "speech_to_text"])
+    measurement = read_floor_ab.main(["--quick", "--repeats", "1", "--family", "speech_to_text",
+                                      "--total-heads", "6", "--strategy", "subset", "--tasks", "3"])  # fmt: skip
     assert measurement.name == "generate greedy, mixed-task"
     assert set(measurement.seconds) == {"stock", "stock_wide", "headsel"}
     assert all(len(seconds) == 1 for seconds in measurement.seconds.values())
-    assert "headsel / stock_wide: paired median" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "headsel / stock_wide: paired median" in out
+    assert "H = 4, H' = 6 (subset;" in out and "3+3 tasks" in out and "stock_wide reads 1.5x the stock q/k/v rows" in out
 
 
-def test_wide_stock_model_reads_twice_the_rows_and_gives_the_stock_outputs():
+@pytest.mark.parametrize("factor", [2, 1.5])
+def test_wide_stock_model_reads_more_rows_and_gives_the_stock_outputs(factor):
     import read_floor_ab
 
     cfg = overhead.BenchConfig(**overhead.QUICK)
     stock = overhead.build_models(cfg, torch.device("cpu"), torch.float32, ("stock",))["stock"]
-    wide = read_floor_ab.widened(stock, 2)
+    wide = read_floor_ab.widened(stock, factor)
     stock_layers = [m for m in stock.modules() if hasattr(m, "q_proj")]
     wide_layers = [m for m in wide.modules() if hasattr(m, "q_proj")]
     assert len(wide_layers) == len(stock_layers) > 0
     for stock_layer, wide_layer in zip(stock_layers, wide_layers):
         for name in read_floor_ab.PROJECTIONS:
             linear, wide_linear = getattr(stock_layer, name), getattr(wide_layer, name)
-            assert wide_linear.weight.shape == (2 * linear.out_features, linear.in_features)
+            assert wide_linear.weight.shape == (factor * linear.out_features, linear.in_features)
             x = torch.randn(3, 5, linear.in_features)
             torch.testing.assert_close(wide_linear(x), linear(x), rtol=1e-6, atol=1e-6)
     inputs, _ = overhead.make_inputs(cfg, 2, True, torch.device("cpu"), labels=False)

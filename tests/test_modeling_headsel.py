@@ -13,7 +13,7 @@ import pytest
 import torch
 from transformers import AutoConfig
 
-from hf_headsel.attention import PROJECTIONS
+from hf_headsel.attention import PROJECTIONS, cheaper_step_projection
 from hf_headsel.routing import TaskRoute
 
 from conftest import (
@@ -381,21 +381,46 @@ def test_single_task_batches_gather_in_training_only_on_cuda_under_auto(marian, 
         assert not layer._gathers_single_task(torch.device("cuda"))
 
 
-def test_auto_projection_groups_full_passes_and_batches_decoding_steps_on_cpu(family):
-    """On the CPU a full pass projects a mixed batch grouped, a decoding step batched, and a step whose padded task
-    blocks would cost more than all candidates (one task with far more examples than the others) gathered."""
+def test_auto_projection_groups_full_passes_and_takes_the_cheaper_decoding_step_on_cpu(family):
+    """On the CPU a full pass projects a mixed batch grouped; a decoding step batched where each task's rows read and
+    multiplied by its block cost less than all candidates' rows for every example (`EXAMPLES_PER_WEIGHT_READ`),
+    else gathered: tasks of one or two examples, or one task with far more examples than the others."""
     model = mixed_model(family)
     inputs, decoder_input_ids = family.inputs(), family.decoder_input_ids()
     full_pass = projections_used(lambda: forward_logits(model, inputs, decoder_input_ids, **MIXED))
     assert {name for name, _ in full_pass} == {"grouped"}
-    steps = projections_used(lambda: model.generate(**inputs, **MIXED, max_new_tokens=3))
+
+    def repeated(batch: dict, times: int) -> dict:
+        return {name: value.repeat(times, *[1] * (value.dim() - 1)) for name, value in batch.items()}
+
+    # 12 examples, 3 decoder tasks of 3, 3 and 6: blocks 3 x H x (4 + 6) = 30 H against 2 H x (4 + 12) = 32 H
+    steps = projections_used(lambda: model.generate(**repeated(inputs, 3), **repeated(MIXED, 3), max_new_tokens=3))
     # the first step's cross-attention projects the encoder output's keys and values: not one token, still batched
     assert {name for name, _ in steps} == {"batched", "grouped"} and ("batched", 1) in steps
     assert ("grouped", 1) not in steps  # the encoder pass is a full pass
-    batch = {name: value.repeat(3, *[1] * (value.dim() - 1)) for name, value in inputs.items()}  # 12 examples
+    # 4 examples, 3 tasks: 3 x H x (4 + 2) = 18 H against 2 H x (4 + 4) = 16 H
+    steps = projections_used(lambda: model.generate(**inputs, **MIXED, max_new_tokens=3))
+    assert ("gathered", 1) in steps and not any(name == "batched" for name, _ in steps)
     unequal = dict(encoder_task_ids=torch.tensor([0] * 12), decoder_task_ids=torch.tensor([0] * 10 + [1, 2]))
-    steps = projections_used(lambda: model.generate(**batch, **unequal, max_new_tokens=3))
-    assert ("gathered", 1) in steps and not any(name == "batched" for name, _ in steps)  # 3 blocks of 10 > 2 x 12
+    steps = projections_used(lambda: model.generate(**repeated(inputs, 3), **unequal, max_new_tokens=3))
+    assert ("gathered", 1) in steps and not any(name == "batched" for name, _ in steps)  # 3 blocks of 10
+
+
+@pytest.mark.parametrize(
+    "total_heads, decoder_ids, beams, expected",
+    [
+        (8, [0, 1, 2, 3] * 2, 1, "batched"),  # the benchmark's greedy batch: a tie (96 each), measured 0.988
+        (8, [0, 1, 2, 3] * 2, 5, "batched"),  # its beam search, 10 rows per task: measured 0.960 of gathered
+        (8, [0, 1] * 4, 1, "batched"),  # 2 tasks of 4: 1.06x the stock model where gathered reads as the wide 1.12
+        (6, [0, 1, 2, 3] * 2, 1, "gathered"),  # H' = 6: batched measured 1.086x gathered
+        (8, list(range(8)), 1, "gathered"),  # 8 tasks of 1: batched measured 1.117x gathered
+    ],
+)
+def test_auto_decoding_step_cost_model_agrees_with_the_measured_cases(total_heads, decoder_ids, beams, expected):
+    """The cost model `"auto"` uses for a CPU decoding step picks the projection measured faster on this host
+    (`benchmarks/results/issue15/session31`, Marian, d_model 256, H = 4, one thread)."""
+    route = TaskRoute.build(torch.tensor(decoder_ids).repeat_interleave(beams))
+    assert cheaper_step_projection(route, heads=4, total_heads=total_heads) == expected
 
 
 def test_layers_with_nothing_to_choose_project_a_mixed_batch_as_one_task(family):

@@ -43,6 +43,22 @@ MIXED_BATCH_PROJECTIONS = ("auto", "grouped", "gathered", "batched")
 PARTS = {"qkv": (0, 3), "q": (0, 1), "kv": (1, 3)}
 #: The projections whose rows are the candidates' queries, keys and values, in the order of [`PARTS`].
 PROJECTIONS = ("q_proj", "k_proj", "v_proj")
+#: `"auto"`'s cost model of a CPU decoding step's projection: reading one head's weight rows costs about as much as
+#: multiplying them by this many examples. Fitted on a 2-core x86 host, one thread (Marian, d_model 256, H = 4, every
+#: component selecting; benchmarks/results/issue15/session31): gathered and batched tie at H' = 8 with 4 tasks of 2
+#: examples, gathered is faster at H' = 6 (8.6 %) or with 8 tasks of 1 (11.7 %), batched with 2 tasks of 4 or with
+#: beam search's 10 rows per task.
+EXAMPLES_PER_WEIGHT_READ = 4
+
+
+def cheaper_step_projection(route: TaskRoute, heads: int, total_heads: int) -> str:
+    """`"batched"` or `"gathered"`, whichever costs a CPU decoding step of the mixed batch `route` (a known layout)
+    less in [`EXAMPLES_PER_WEIGHT_READ`]'s model: batched reads each task's `H` heads' rows and multiplies them by its
+    block of examples (padded to the largest task's); gathered reads all `H'` candidates' rows once and multiplies
+    them by every example. A tie goes to batched (the stock model's arithmetic)."""
+    batched = len(route.tasks) * heads * (EXAMPLES_PER_WEIGHT_READ + route.task_blocks[2])
+    gathered = total_heads * (EXAMPLES_PER_WEIGHT_READ + len(route.ids))
+    return "batched" if batched <= gathered else "gathered"
 
 
 class HeadSelectionAttentionMixin(EvalCacheMixin):
@@ -62,8 +78,8 @@ class HeadSelectionAttentionMixin(EvalCacheMixin):
     #: its examples and its heads' rows: the stock model's work), `"gathered"` (one matmul over all `H'` candidates,
     #: then each example gathers its heads), `"batched"` (one batched matmul over the tasks present, each on its
     #: examples and its heads' rows, the tasks' example counts padded to the largest), or `"auto"`: gathered on CUDA;
-    #: on other devices grouped for full passes and batched for one-token decoding steps (gathered where padding
-    #: would cost more than projecting all candidates). Set it on the class or on a layer. Single-task batches
+    #: on other devices grouped for full passes and, for one-token decoding steps, batched or gathered, whichever
+    #: reads and multiplies less ([`EXAMPLES_PER_WEIGHT_READ`]). Set it on the class or on a layer. Single-task batches
     #: project only their selected heads, except in training on CUDA under `"auto"` ([`_gathers_single_task`]).
     mixed_batch_projection: str = "auto"
 
@@ -274,15 +290,15 @@ class HeadSelectionAttentionMixin(EvalCacheMixin):
         if mode != "auto":
             return mode
         # auto, measured on CPU (benchmarks/projection_ab.py): a full pass projects grouped (the stock model's
-        # arithmetic; batched is no faster there, and slower in training); a decoding step's small matmuls project
-        # batched unless its padded blocks would cost more arithmetic than all candidates. Where kernels are
-        # launch-bound (CUDA) a fixed number of kernels beats one group per task: gathered.
+        # arithmetic; batched is no faster there, and slower in training); a decoding step's small matmuls, where
+        # reading the weights costs as much as multiplying them, take the cheaper of batched (each task's rows,
+        # its examples) and gathered (every candidate's rows, every example). Where kernels are launch-bound
+        # (CUDA) a fixed number of kernels beats one group per task: gathered.
         if device.type == "cuda":
             return "gathered"
         if not step:
             return "grouped"
-        padded = len(route.tasks) * route.task_blocks[2]
-        return "batched" if padded * self.num_heads <= len(route.ids) * self.total_heads else "gathered"
+        return cheaper_step_projection(route, self.num_heads, self.total_heads)
 
     def _gathers_single_task(self, device: torch.device) -> bool:
         """Whether a single-task batch under autograd (training) projects gathered, as a mixed batch on CUDA does:
