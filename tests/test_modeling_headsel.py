@@ -381,29 +381,38 @@ def test_single_task_batches_gather_in_training_only_on_cuda_under_auto(marian, 
         assert not layer._gathers_single_task(torch.device("cuda"))
 
 
-def test_auto_projection_groups_full_passes_and_takes_the_cheaper_decoding_step_on_cpu(family):
-    """On the CPU a full pass projects a mixed batch grouped; a decoding step batched where each task's rows read and
-    multiplied by its block cost less than all candidates' rows for every example (`EXAMPLES_PER_WEIGHT_READ`),
-    else gathered: tasks of one or two examples, or one task with far more examples than the others."""
+def test_auto_projection_of_full_passes_and_decoding_steps_on_cpu(family):
+    """On the CPU a full pass projects a mixed batch grouped in training and where tasks hold unequal numbers of
+    examples, batched in evaluation otherwise; a decoding step batched where each task's rows read and multiplied by
+    its block cost less than all candidates' rows for every example (`EXAMPLES_PER_WEIGHT_READ`), else gathered:
+    tasks of one or two examples, or one task with far more examples than the others."""
     model = mixed_model(family)
     inputs, decoder_input_ids = family.inputs(), family.decoder_input_ids()
+    equal = dict(encoder_task_ids=torch.tensor([0, 1, 1, 0]), decoder_task_ids=torch.tensor([2, 0, 0, 2]))
+    full_pass = projections_used(lambda: forward_logits(model, inputs, decoder_input_ids, **equal))
+    assert {name for name, _ in full_pass} == {"batched"}
+    # MIXED: the encoder's tasks 2 and 2 examples (batched), the decoder's 1, 1 and 2 (grouped)
     full_pass = projections_used(lambda: forward_logits(model, inputs, decoder_input_ids, **MIXED))
+    assert {name for name, _ in full_pass} == {"batched", "grouped"}
+    unequal = dict(encoder_task_ids=torch.tensor([0, 1, 1, 1]), decoder_task_ids=MIXED["decoder_task_ids"])
+    full_pass = projections_used(lambda: forward_logits(model, inputs, decoder_input_ids, **unequal))
     assert {name for name, _ in full_pass} == {"grouped"}
+    assert {name for name, _ in projections_used(lambda: train_step(model, family, ids=equal))} == {"grouped"}
 
     def repeated(batch: dict, times: int) -> dict:
         return {name: value.repeat(times, *[1] * (value.dim() - 1)) for name, value in batch.items()}
 
     # 12 examples, 3 decoder tasks of 3, 3 and 6: blocks 3 x H x (4 + 6) = 30 H against 2 H x (4 + 12) = 32 H
     steps = projections_used(lambda: model.generate(**repeated(inputs, 3), **repeated(MIXED, 3), max_new_tokens=3))
-    # the first step's cross-attention projects the encoder output's keys and values: not one token, still batched
-    assert {name for name, _ in steps} == {"batched", "grouped"} and ("batched", 1) in steps
-    assert ("grouped", 1) not in steps  # the encoder pass is a full pass
+    # the encoder pass (2 tasks of 6, a full pass) batched; the first step's cross-attention projects the encoder
+    # output's keys and values as the step projects (batched): not one token
+    assert {name for name, _ in steps} == {"batched"} and ("batched", 1) in steps and len(steps) == 2
     # 4 examples, 3 tasks: 3 x H x (4 + 2) = 18 H against 2 H x (4 + 4) = 16 H
     steps = projections_used(lambda: model.generate(**inputs, **MIXED, max_new_tokens=3))
-    assert ("gathered", 1) in steps and not any(name == "batched" for name, _ in steps)
+    assert ("gathered", 1) in steps and ("batched", 1) not in steps
     unequal = dict(encoder_task_ids=torch.tensor([0] * 12), decoder_task_ids=torch.tensor([0] * 10 + [1, 2]))
     steps = projections_used(lambda: model.generate(**repeated(inputs, 3), **unequal, max_new_tokens=3))
-    assert ("gathered", 1) in steps and not any(name == "batched" for name, _ in steps)  # 3 blocks of 10
+    assert ("gathered", 1) in steps and ("batched", 1) not in steps  # 3 blocks of 10
 
 
 @pytest.mark.parametrize(

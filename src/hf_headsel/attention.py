@@ -78,8 +78,9 @@ class HeadSelectionAttentionMixin(EvalCacheMixin):
     #: its examples and its heads' rows: the stock model's work), `"gathered"` (one matmul over all `H'` candidates,
     #: then each example gathers its heads), `"batched"` (one batched matmul over the tasks present, each on its
     #: examples and its heads' rows, the tasks' example counts padded to the largest), or `"auto"`: gathered on CUDA;
-    #: on other devices grouped for full passes and, for one-token decoding steps, batched or gathered, whichever
-    #: reads and multiplies less ([`EXAMPLES_PER_WEIGHT_READ`]). Set it on the class or on a layer. Single-task batches
+    #: on other devices, full passes grouped in training and batched in evaluation (grouped where tasks hold unequal
+    #: numbers of examples), and one-token decoding steps batched or gathered, whichever reads and multiplies less
+    #: ([`EXAMPLES_PER_WEIGHT_READ`]). Set it on the class or on a layer. Single-task batches
     #: project only their selected heads, except in training on CUDA under `"auto"` ([`_gathers_single_task`]).
     mixed_batch_projection: str = "auto"
 
@@ -289,16 +290,24 @@ class HeadSelectionAttentionMixin(EvalCacheMixin):
             return "gathered"
         if mode != "auto":
             return mode
-        # auto, measured on CPU (benchmarks/projection_ab.py): a full pass projects grouped (the stock model's
-        # arithmetic; batched is no faster there, and slower in training); a decoding step's small matmuls, where
-        # reading the weights costs as much as multiplying them, take the cheaper of batched (each task's rows,
-        # its examples) and gathered (every candidate's rows, every example). Where kernels are launch-bound
-        # (CUDA) a fixed number of kernels beats one group per task: gathered.
+        # auto, measured on CPU (benchmarks/projection_ab.py): a full pass in training projects grouped (the stock
+        # model's arithmetic; batched keeps each task's gathered rows for the backward pass, and was slower at one
+        # thread); in evaluation, with no padding, batched: 0.96 of grouped at one thread, 0.88-0.90 at two
+        # (benchmarks/results/issue15/session31; unequal tasks, which pad, are not measured). A decoding step's
+        # small matmuls, where reading the weights costs as much as multiplying them, take the cheaper of batched
+        # (each task's rows, its examples) and gathered (every candidate's rows, every example). Where kernels are
+        # launch-bound (CUDA) a fixed number of kernels beats one group per task: gathered.
         if device.type == "cuda":
             return "gathered"
         if not step:
-            return "grouped"
+            return "batched" if self._uses_eval_cache() and not self._pads_blocks(route) else "grouped"
         return cheaper_step_projection(route, self.num_heads, self.total_heads)
+
+    @staticmethod
+    def _pads_blocks(route: TaskRoute) -> bool:
+        """Whether the batched projection of `route` pads a task's block (the tasks present hold unequal numbers
+        of examples)."""
+        return len(route.tasks) * route.task_blocks[2] != len(route.ids)
 
     def _gathers_single_task(self, device: torch.device) -> bool:
         """Whether a single-task batch under autograd (training) projects gathered, as a mixed batch on CUDA does:
