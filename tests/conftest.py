@@ -353,6 +353,8 @@ def hub(monkeypatch):
 ENCODER_IDS = torch.tensor([0, 1, 1, 0])
 DECODER_IDS = torch.tensor([0, 2, 1, 2])
 MIXED = dict(encoder_task_ids=ENCODER_IDS, decoder_task_ids=DECODER_IDS)
+#: One encoder task and one decoder task for the whole batch
+SINGLE_TASK = dict(encoder_task_ids=torch.tensor([1, 1, 1, 1]), decoder_task_ids=torch.tensor([2, 2, 2, 2]))
 
 # Every strategy with selection in all three components (task_specific: the cross-attention is keyed by the decoder
 # task, like decoder_self, so both decoder components need the same H' = T_dec * H).

@@ -27,6 +27,7 @@ from conftest import (
     LAYERS,
     MARIAN,
     MIXED,
+    SINGLE_TASK,
     SPEECH2TEXT,
     STRATEGY_CONFIGS,
     alone,
@@ -346,10 +347,6 @@ def test_mixed_batch_projections_compute_the_same(family, strategy, batch, proje
         assert grads1.keys() == grads0.keys()
         for name in grads0:  # unselected candidates get exactly zero in all
             torch.testing.assert_close(grads1[name], grads0[name], msg=lambda m: f"{mode} {name}: {m}")
-
-
-#: One encoder task and one decoder task for the whole batch
-SINGLE_TASK = dict(encoder_task_ids=torch.tensor([1, 1, 1, 1]), decoder_task_ids=torch.tensor([2, 2, 2, 2]))
 
 
 @pytest.mark.parametrize("strategy", list(STRATEGY_CONFIGS))

@@ -34,11 +34,17 @@ from transformers.utils import ModelOutput, TransformersKwargs
 from hf_headsel.compat import CACHE_KWARG, OLD_CACHE_KWARG
 from hf_headsel.eval_cache import EvalCacheMixin
 
-from conftest import ALL_COMPONENTS, HEADS, perturb_adapters, randomize_selector_logits, seed_everything
+from conftest import (
+    ALL_COMPONENTS,
+    HEADS,
+    MIXED,
+    SINGLE_TASK,
+    perturb_adapters,
+    randomize_selector_logits,
+    seed_everything,
+)
 
-MIXED = dict(encoder_task_ids=torch.tensor([0, 1, 1, 0]), decoder_task_ids=torch.tensor([0, 2, 1, 2]))
-SINGLE = dict(encoder_task_ids=torch.tensor([1, 1, 1, 1]), decoder_task_ids=torch.tensor([2, 2, 2, 2]))
-IDS = {"single": SINGLE, "mixed": MIXED}
+IDS = {"single": SINGLE_TASK, "mixed": MIXED}
 RATIOS = {"H'=H": 1, "H'=2H": 2}
 
 

@@ -300,14 +300,8 @@ class HeadSelectionAttentionMixin(EvalCacheMixin):
         if device.type == "cuda":
             return "gathered"
         if not step:
-            return "batched" if self._uses_eval_cache() and not self._pads_blocks(route) else "grouped"
+            return "batched" if self._uses_eval_cache() and not route.pads_blocks else "grouped"
         return cheaper_step_projection(route, self.num_heads, self.total_heads)
-
-    @staticmethod
-    def _pads_blocks(route: TaskRoute) -> bool:
-        """Whether the batched projection of `route` pads a task's block (the tasks present hold unequal numbers
-        of examples)."""
-        return len(route.tasks) * route.task_blocks[2] != len(route.ids)
 
     def _gathers_single_task(self, device: torch.device) -> bool:
         """Whether a single-task batch under autograd (training) projects gathered, as a mixed batch on CUDA does:

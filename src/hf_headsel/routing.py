@@ -126,6 +126,12 @@ class TaskRoute:
     def single_task(self) -> int | None:
         return self.tasks[0] if self.tasks is not None and len(self.tasks) == 1 else None
 
+    @property
+    def pads_blocks(self) -> bool:
+        """Whether [`task_blocks`] pads a task's block: the tasks present hold unequal numbers of examples (a known
+        layout only)."""
+        return len(set(self.sizes)) > 1
+
     @functools.cached_property
     def task_blocks(self) -> tuple[torch.LongTensor | None, torch.LongTensor | None, int]:
         """`(slots, positions, width)`: the batch laid out as one block of `width` examples per task, in the order of
@@ -134,7 +140,7 @@ class TaskRoute:
         example in each slot of the blocks, `positions` (`[batch]`) each example's slot. Both are `None` when the batch
         already is that layout: each task's examples side by side, as many of each. Built once per route."""
         width = max(self.sizes)
-        if self.order is None and all(size == width for size in self.sizes):
+        if self.order is None and not self.pads_blocks:
             return None, None, width
         examples = {task: [] for task in self.tasks}
         for index, task in enumerate(self.example_tasks()):
