@@ -29,9 +29,12 @@ from pathlib import Path
 
 import jiwer
 
-from headsel_recipes.metrics import corpus_chrf, normalize_for_wer, rows_by_group
+from headsel_recipes.metrics import corpus_chrf, normalize_for_wer, rows_by_group, unusable_share
 from headsel_recipes.recipe import read_predictions
 from headsel_recipes.results_keys import loss_key, predictions_path, read_results, results_path, score_key
+
+
+UNUSABLE = "unusable"  # the key of a run's share of empty or looping hypotheses, in percent
 
 
 def character_score(rows: list[dict], metric: str) -> dict[str, float]:
@@ -49,14 +52,15 @@ def character_score(rows: list[dict], metric: str) -> dict[str, float]:
 
 def run_scores(run_folder: Path) -> tuple[str, dict[str, float]] | None:
     """The character metric of one finished run (`"chrF"` or `"CER"`) and its scores `{"loss": ..., "AVG": ...,
-    task: ...}`; `None` while the run is not finished."""
+    task: ..., "unusable": percent of empty or looping hypotheses}`; `None` while the run is not finished."""
     predictions = predictions_path(run_folder)
     if not (results_path(run_folder, "predict").exists() and predictions.exists()):
         return None
     metrics = read_results(run_folder, "predict")
     rows = read_predictions(predictions)
     metric = score_name(metrics)
-    return metric, {"loss": metrics[loss_key("predict")], **character_score(rows, metric)}
+    return metric, {"loss": metrics[loss_key("predict")], **character_score(rows, metric),
+                    UNUSABLE: 100 * unusable_share([row["prediction"] for row in rows])}
 
 
 def score_name(predict_metrics: dict) -> str:
@@ -102,15 +106,16 @@ def supplementary_table(experiment_folder: Path) -> str:
     """A Markdown table: one row per system folder under `experiment_folder/runs`."""
     metric, by_seed = finished_runs(experiment_folder)
     systems = {name: list(runs.values()) for name, runs in by_seed.items()}
-    tasks = sorted({key for runs in systems.values() for run in runs for key in run} - {"loss", "AVG"})
+    tasks = sorted({key for runs in systems.values() for run in runs for key in run} - {"loss", "AVG", UNUSABLE})
     arrow = "↓" if metric == "CER" else "↑"
-    lines = [f"**{experiment_folder.name}**: test loss (nats per token ↓) and {metric} {arrow}, mean ± std over seeds",
-             "", "| System (run folder) | seeds | test loss | " + " | ".join([f"{metric} AVG", *tasks]) + " |",
-             "|---|---:|---:|" + "---:|" * (len(tasks) + 1)]
+    lines = [f"**{experiment_folder.name}**: test loss (nats per token ↓) and {metric} {arrow}, mean ± std over seeds; "
+             "unusable: % of the hypotheses empty or looping ↓ (`headsel_recipes.metrics.is_unusable`)", "",
+             "| System (run folder) | seeds | test loss | " + " | ".join([f"{metric} AVG", *tasks, "unusable %"]) + " |",
+             "|---|---:|---:|" + "---:|" * (len(tasks) + 2)]
     for name, runs in systems.items():
         cells = [mean_std([run["loss"] for run in runs], 2)]
         cells += [mean_std([run[key] for run in runs if key in run], 1) if any(key in run for run in runs) else "–"
-                  for key in ("AVG", *tasks)]
+                  for key in ("AVG", *tasks, UNUSABLE)]
         lines.append(f"| {name} | {len(runs)} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 

@@ -332,6 +332,14 @@ def test_quality_tables_score_characters_per_task_and_average_over_seeds(tmp_pat
     with pytest.raises(ValueError, match="no finished run of --paired_with 'stock'"):
         quality_tables.paired_table(tmp_path / "mt", "stock")
 
+    # the last column: the share of empty or looping hypotheses
+    assert scores["unusable"] == 0.0 and table.splitlines()[2].endswith("| unusable % |")
+    write_run(tmp_path / "mt" / "runs" / "subset" / "seed1", {"predict_loss": 6.0, "predict_bleu": 0.0},
+              [("en-de", "Das ist gut.", ""), ("en-fr", "C'est bon.", "bon bon bon bon"), ("en-fr", "Oui.", "Oui.")])
+    subset_row = next(line for line in quality_tables.supplementary_table(tmp_path / "mt").splitlines()
+                      if line.startswith("| subset |"))
+    assert subset_row.endswith("| 66.7 ± 0.0 |")
+
     # WER experiments get CER, after the WER normalisation (case and punctuation do not count)
     write_run(tmp_path / "asr" / "runs" / "shared" / "seed1", {"predict_loss": 3.0, "predict_wer": 50.0},
               [("de", "Guten Tag!", "guten tag"), ("de", "abcd", "abxd")])

@@ -139,13 +139,16 @@ def test_task_metrics_per_group_and_order_check():
     predictions = np.array([[1, 2, 0], [3, 9, 0], [5, 6, 0], [7, 7, 7]])  # a 4th, padded duplicate is dropped
     labels = np.array([[1, 2, -100], [3, 4, -100], [5, 6, 2], [1, 2, -100]])
     scores = metrics(SimpleNamespace(predictions=predictions, label_ids=labels))
-    assert scores == {"wer_es": 0.0, "wer_fr": 50.0, "wer": 25.0, "wer_pooled": pytest.approx(16.67)}
+    assert scores == {"wer_es": 0.0, "wer_fr": 50.0, "wer": 25.0, "wer_pooled": pytest.approx(16.67), "unusable": 0.0}
     assert metrics.last_hypotheses == ["1 2", "3 9", "5 6"]
     with pytest.raises(ValueError, match="in order"):
         metrics(SimpleNamespace(predictions=predictions, label_ids=labels[[1, 2, 0, 3]]))
     bleu = TaskMetrics(tokenizer, "bleu")
     bleu.use(["en-de"], ["1 2 3 4"])
     assert bleu(SimpleNamespace(predictions=np.array([[1, 2, 3, 4]]), label_ids=None))["bleu_en-de"] == 100.0
+    bleu.use(["en-de", "en-de", "en-de", "en-de"], ["1 2", "3 4", "5 6", "7 8"])
+    looping = np.array([[0, 0, 0, 0], [3, 3, 3, 3], [5, 6, 0, 0], [7, 8, 0, 0]])  # nothing, one word four times
+    assert bleu(SimpleNamespace(predictions=looping, label_ids=None))["unusable"] == 0.5
 
 
 # ---- sampling -----------------------------------------------------------------------------------------------------

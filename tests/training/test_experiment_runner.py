@@ -21,7 +21,7 @@ from headsel_recipes.cli.experiment import main as run_experiment_command
 from headsel_recipes.experiment.runner import CLAIM_FILE, Lane, plan_runs, run_experiment, run_flags, train_all
 from headsel_recipes.experiment.spec import parse_experiment
 from headsel_recipes.experiment.tables import UNSUPPORTED
-from headsel_recipes.results_keys import score_key
+from headsel_recipes.results_keys import score_key, unusable_key
 from headsel_recipes.tasks import TASKS
 
 ALL_LAYOUTS = ["avg_high_low", "per_task", "per_domain", "train_zero_shot", "components", "sweep"]
@@ -107,8 +107,9 @@ def test_tiny_experiment_end_to_end_and_resume(zero_shot_corpus, tmp_path):
     assert again["tables"] == results["tables"]
 
 
-def fake_recipe(scores_by_system: dict[str, dict[str, float]], calls: list):
-    """A recipe stand-in: writes `predict_results.json` (the system's scores + seed) and a `config.json`."""
+def fake_recipe(scores_by_system: dict[str, dict[str, float]], calls: list, unusable: dict[str, float] | None = None):
+    """A recipe stand-in: writes `predict_results.json` (the system's scores + seed, and its share of unusable
+    hypotheses where `unusable` gives one) and a `config.json`."""
 
     def run(task, args):
         flags = json.loads(Path(args[0]).read_text())
@@ -117,6 +118,8 @@ def fake_recipe(scores_by_system: dict[str, dict[str, float]], calls: list):
         system = out.parts[out.parts.index("runs") + 1]
         part_scores = scores_by_system[system if out.name.startswith("seed") else f"{system}/{out.name}"]
         results = {score_key("bleu", g, split="predict"): v + flags["seed"] for g, v in part_scores.items()}
+        if unusable and system in unusable:
+            results[unusable_key("predict")] = unusable[system]
         (out / "predict_results.json").write_text(json.dumps(results))
         config = {"task_type": "lang", "task_adapter_dim": flags.get("task_adapter_dim", 0),
                   "task_adapter_key": flags.get("task_adapter_key", "direction")}
@@ -193,6 +196,30 @@ def lanes_experiment(tmp_path):
                     {"name": "Adapter", "init_from": "Joint", "flags": {"task_adapter_dim": 4}},
                     {"name": "Group", "flags": {"head_selection_strategy": "group"}}],
         "tables": ["per_domain"]})
+
+
+def test_runs_that_did_not_learn_are_named_in_the_report(tmp_path, caplog):
+    """A run whose hypotheses are mostly empty or looping is named above the tables (and logged): its scores compare
+    nothing. Runs below the share, or that did not record it, are not."""
+    experiment = lanes_experiment(tmp_path)
+    scores = {"joint": {"tedx": 10.0}, "adapter": {"tedx": 12.0}, "group": {"tedx": 0.0}}
+    with caplog.at_level("WARNING", logger="headsel_recipes.experiment"):
+        results = run_experiment(experiment, TASKS, fake_recipe(scores, [], unusable={"group": 0.9, "joint": 0.1}))
+    markdown = (tmp_path / "exp/results.md").read_text()
+    warning = markdown[markdown.index("**Runs that did not learn their task**"):markdown.index("###")]
+    assert "- Group (seed 1): 90% of the hypotheses empty or looping" in warning and "Group (seed 2)" in warning
+    assert "Joint" not in warning and "Adapter" not in warning
+    assert "2 run(s) did not learn their task" in caplog.text
+    assert results["systems"]["Group"]["seeds"]["1"]["unusable"] == 0.9
+    assert results["systems"]["Joint"]["seeds"]["2"]["unusable"] == 0.1
+    assert results["systems"]["Adapter"]["seeds"]["1"]["unusable"] is None
+
+    caplog.clear()
+    for seed in (1, 2):  # once the runs learned, no warning
+        path = tmp_path / f"exp/runs/group/seed{seed}/predict_results.json"
+        path.write_text(json.dumps({**json.loads(path.read_text()), unusable_key("predict"): 0.2}))
+    run_experiment(experiment, TASKS, fake_recipe(scores, []), tables_only=True)
+    assert "did not learn" not in (tmp_path / "exp/results.md").read_text() and "did not learn" not in caplog.text
 
 
 def test_lanes_share_the_runs_and_wait_for_init_from_sources(tmp_path):

@@ -13,6 +13,8 @@ from headsel_recipes.metrics import (
     bootstrap_interval,
     corpus_bleu,
     corpus_wer,
+    is_unusable,
+    unusable_share,
     wer_statistics,
 )
 
@@ -68,3 +70,13 @@ def test_task_metrics_add_intervals_per_group_mean_and_pooled():
     assert TaskMetrics(None, "bleu", bootstrap_resamples=300).scores(references, hypotheses, groups) == with_ci
     with pytest.raises(ValueError, match="bootstrap_resamples"):
         TaskMetrics(None, "wer", bootstrap_resamples=-1)
+
+
+def test_unusable_hypotheses_are_empty_or_looping():
+    """What the GPU runs of session 32 wrote when their model had not learned: nothing, or one word over and over."""
+    for hypothesis in ["", "   ", "Ftttttttttt", "لا لا لا لا لا", "the cat sat sat sat sat down"]:
+        assert is_unusable(hypothesis), hypothesis
+    for hypothesis in ["Le chat est assis.", "no no no", "la lala la la", "ab ab ab abc", "Bonjour !!!"]:
+        assert not is_unusable(hypothesis), hypothesis
+    assert unusable_share(["", "Le chat.", "x x x x", "Hallo Welt"]) == 0.5
+    assert unusable_share([]) == 0.0

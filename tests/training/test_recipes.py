@@ -23,6 +23,7 @@ from transformers import (
 import hf_headsel
 from headsel_recipes import run
 from headsel_recipes.data import DataError
+from headsel_recipes.metrics import UNLEARNED_SHARE, unusable_share
 from headsel_recipes.tasks import ASR, MT, ST
 from headsel_recipes.tokenizer import train_marian_tokenizer
 
@@ -57,6 +58,10 @@ def test_asr_end_to_end_with_bad_rows(speech_corpus, tmp_path, caplog):
     assert {"predict_wer_es", "predict_wer_fr"} <= set(read_json(out / "predict_results.json"))
     predictions = [json.loads(line) for line in (out / "generated_predictions.jsonl").read_text().splitlines()]
     assert len(predictions) == 6 and {p["group"] for p in predictions} == {"es", "fr"}
+    # the share of empty or looping hypotheses is recorded, and a model that has not learned is called so
+    unusable = read_json(out / "predict_results.json")["predict_unusable"]
+    assert unusable == unusable_share([p["prediction"] for p in predictions])
+    assert ("the model has not learned its task" in caplog.text) == (unusable >= UNLEARNED_SHARE)
 
     train_logs = [entry for entry in result.trainer.state.log_history if "loss" in entry]
     assert len(train_logs) == 3

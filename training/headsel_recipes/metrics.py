@@ -23,11 +23,15 @@ import jiwer
 import numpy as np
 from sacrebleu.metrics import BLEU, CHRF
 
-from .results_keys import POOLED, interval_keys, score_key
+from .results_keys import POOLED, interval_keys, score_key, unusable_key
 
 WHITESPACE = re.compile(r"\s+")
 # A hypothesis with a run of 6+ identical characters ("Ftttttttttt"): the decoder looping, not a translation.
 DEGENERATE_RUN = re.compile(r"(.)\1{5,}")
+# The same word 4+ times in a row ("la la la la"): the decoder looping over words.
+LOOPING_WORDS = re.compile(r"(?<!\S)(\S+)(?:\s+\1){3,}(?!\S)")
+# From this share of unusable hypotheses on, a run has not learned its task: its scores compare nothing.
+UNLEARNED_SHARE = 0.5
 BOOTSTRAP_SEED = 12345  # sacrebleu's default seed for its own bootstrap
 CONFIDENCE = 0.95
 RESAMPLE_CHUNK_CELLS = 2_000_000  # resamples x sentences drawn per chunk (bounds the memory of the index matrix)
@@ -145,7 +149,8 @@ class TaskMetrics:
     """`compute_metrics` for `Seq2SeqTrainer` with `predict_with_generate`, scored per group.
 
     Call [`~TaskMetrics.use`] with the split's groups and references before evaluating or predicting on it.
-    The decoded hypotheses of the last call stay in `last_hypotheses`.
+    The decoded hypotheses of the last call stay in `last_hypotheses`; beside the scores it returns `unusable`, the
+    share of empty or looping hypotheses ([`unusable_share`]).
 
     Args:
         tokenizer: decodes the generated ids.
@@ -210,7 +215,7 @@ class TaskMetrics:
                              "TaskMetrics.use() with the split being scored")
         self.check_order(eval_prediction.label_ids)
         self.last_hypotheses = hypotheses
-        return self.scores(self.references, hypotheses, self.groups)
+        return {**self.scores(self.references, hypotheses, self.groups), unusable_key(): unusable_share(hypotheses)}
 
     def scores(self, references: list[str], hypotheses: list[str], groups: list[str]) -> dict[str, float]:
         """`{metric: mean over groups, metric_<group>: ..., metric_pooled: ...}` (plus `*_ci_low` / `*_ci_high`
@@ -248,6 +253,18 @@ class TaskMetrics:
 def is_degenerate(hypothesis: str) -> bool:
     """Whether a hypothesis holds a run of 6 or more identical characters (a looping decoder)."""
     return DEGENERATE_RUN.search(hypothesis) is not None
+
+
+def is_unusable(hypothesis: str) -> bool:
+    """Whether a hypothesis is no output at all: empty, a run of identical characters ([`is_degenerate`]) or the
+    same word 4+ times in a row. A run whose hypotheses are mostly unusable ([`UNLEARNED_SHARE`]) has not learned its
+    task, whatever its scores."""
+    return not hypothesis.strip() or is_degenerate(hypothesis) or LOOPING_WORDS.search(hypothesis) is not None
+
+
+def unusable_share(hypotheses: list[str]) -> float:
+    """The share of [`is_unusable`] hypotheses (0 for none), rounded to 4 decimals."""
+    return round(sum(map(is_unusable, hypotheses)) / len(hypotheses), 4) if hypotheses else 0.0
 
 
 def rows_by_group(rows: list[dict]) -> dict[str, list[dict]]:

@@ -18,11 +18,11 @@ from .arguments import DataArguments, HeadSelectionArguments, ModelArguments, Re
 from .audio import SpecAugment
 from .collator import Seq2SeqCollator
 from .data import DataError, collect_tasks, load_splits
-from .metrics import TaskMetrics
+from .metrics import UNLEARNED_SHARE, TaskMetrics
 from .modeling import build_model, checkpoint_tasks, find_checkpoints, load_averaged_weights
 from .publishing import publish, take_push_to_hub
 from .preprocess import PrepareContext, SplitReport, prepare_split, write_report
-from .results_keys import predictions_path
+from .results_keys import predictions_path, unusable_key
 from .tokenizer import (
     has_tokenizer,
     lang_token,
@@ -301,9 +301,18 @@ def score(trainer: HeadSelSeq2SeqTrainer, metrics: TaskMetrics, dataset, prefix:
             write_predictions(predictions_path(trainer.args.output_dir), dataset,
                               metrics.last_hypotheses)
     results[f"{prefix}_samples"] = len(dataset)
+    warn_if_unlearned(results.get(unusable_key(prefix)), prefix)
     trainer.log_metrics(prefix, results)
     trainer.save_metrics(prefix, results)
     return results
+
+
+def warn_if_unlearned(share: float | None, split: str) -> None:
+    """Say so when most hypotheses of a split are empty or looping: the model has not learned its task (a recipe
+    that does not suit the model, or too few updates), and its BLEU or WER compares nothing (its loss still can)."""
+    if share is not None and share >= UNLEARNED_SHARE:
+        logger.warning("%.0f%% of the %s hypotheses are empty or looping (`%s`): the model has not learned its task; "
+                       "its BLEU or WER compares nothing (its loss still can)", 100 * share, split, unusable_key(split))
 
 
 def run(task: RecipeTask, args: list[str] | None = None) -> RecipeResult:

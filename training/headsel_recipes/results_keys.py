@@ -10,7 +10,8 @@ recipes' scores ([`headsel_recipes.metrics.TaskMetrics`], which returns them wit
 * `{split}_{metric}_pooled`: one corpus-level score over every sentence;
 
 each with `_ci_low` / `_ci_high` companions (the bounds of its bootstrap interval) when `--bootstrap_resamples` > 0.
-`{split}_loss` is the Trainer's loss (nats per target token). `metric` is `wer` or `bleu`.
+`{split}_loss` is the Trainer's loss (nats per target token); `{split}_unusable` the share of hypotheses that are
+empty or looping ([`headsel_recipes.metrics.is_unusable`]). `metric` is `wer` or `bleu`.
 """
 
 from __future__ import annotations
@@ -55,6 +56,11 @@ def is_interval_key(key: str) -> bool:
 def loss_key(split: str) -> str:
     """The key of a split's loss: `{split}_loss`."""
     return f"{split}_loss"
+
+
+def unusable_key(split: str | None = None) -> str:
+    """The key of the share of empty or looping hypotheses: `[{split}_]unusable`."""
+    return "_".join(part for part in (split, "unusable") if part is not None)
 
 
 def read_score(results: dict, key: str) -> Score | None:

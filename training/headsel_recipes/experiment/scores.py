@@ -12,7 +12,7 @@ import logging
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..results_keys import group_scores, read_results, read_score, results_path, score_key
+from ..results_keys import group_scores, read_results, read_score, results_path, score_key, unusable_key
 from .spec import Experiment, System, run_dir
 
 logger = logging.getLogger("headsel_recipes.experiment")
@@ -25,6 +25,7 @@ class SeedScores:
     groups: dict[str, float] = field(default_factory=dict)
     intervals: dict[str, tuple[float, float]] = field(default_factory=dict)
     mean_interval: tuple[float, float] | None = None
+    unusable: float | None = None  # the share of empty or looping hypotheses (`None`: the run did not write it)
 
 
 @dataclass
@@ -60,6 +61,7 @@ def read_run_scores(run_folder: Path, split: str, metric: str) -> SeedScores:
             scores.intervals[group] = score.interval
     mean = read_score(results, score_key(metric, split=split))
     scores.mean_interval = mean.interval if mean is not None else None
+    scores.unusable = results.get(unusable_key(split))
     return scores
 
 
@@ -74,6 +76,8 @@ def merge_parts(parts: dict[str, SeedScores], system: str) -> SeedScores:
             raise ValueError(f"system {system!r}: part {part!r} scores groups {clash} another part scores too")
         merged.groups.update(scores.groups)
         merged.intervals.update(scores.intervals)
+    shares = [scores.unusable for scores in parts.values() if scores.unusable is not None]
+    merged.unusable = max(shares) if shares else None  # the part that learned least
     return merged
 
 

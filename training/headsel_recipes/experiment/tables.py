@@ -9,6 +9,7 @@ and `results.md` (and a PNG per plotted table) into the experiment folder and pr
 from __future__ import annotations
 
 import json
+import logging
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -17,8 +18,11 @@ from pathlib import Path
 import numpy as np
 
 from ..arguments import RecipeTask
+from ..metrics import UNLEARNED_SHARE
 from .scores import SystemScores, collect_scores
 from .spec import Experiment, TableSpec
+
+logger = logging.getLogger("headsel_recipes.experiment")
 
 UNSUPPORTED = "unsupported"
 MISSING = "missing"
@@ -225,6 +229,24 @@ def _is_number(text: str) -> bool:
     return True
 
 
+def unlearned_runs(scores: dict[str, SystemScores]) -> list[str]:
+    """The runs, `"System (seed N): P% ..."`, whose hypotheses are mostly empty or looping ([`UNLEARNED_SHARE`])."""
+    return [f"{name} (seed {seed}): {100 * seed_scores.unusable:.0f}% of the hypotheses empty or looping"
+            for name, entry in scores.items() for seed, seed_scores in entry.seeds.items()
+            if seed_scores.unusable is not None and seed_scores.unusable >= UNLEARNED_SHARE]
+
+
+def unlearned_section(scores: dict[str, SystemScores]) -> list[str]:
+    """The report's warning about [`unlearned_runs`] (logged too), as markdown lines; none when every run learned."""
+    runs = unlearned_runs(scores)
+    if not runs:
+        return []
+    logger.warning("%d run(s) did not learn their task; their BLEU or WER compares nothing: %s", len(runs),
+                   "; ".join(runs))
+    return ["", "**Runs that did not learn their task** (a recipe that does not suit the model, or too few updates: "
+                "their BLEU or WER compares nothing, their test loss still can):", ""] + [f"- {run}" for run in runs]
+
+
 def interval_table(scores: dict[str, SystemScores], experiment: Experiment, metric: str) -> Table | None:
     """Every run's per-group score with its bootstrap 95% interval (one row per system and seed); `None` when the
     runs wrote no intervals."""
@@ -271,7 +293,8 @@ def report(experiment: Experiment, task: RecipeTask, digits: int = 1) -> dict:
     scores = collect_scores(experiment, metric)
     tables, sections = [], [f"# {experiment.name}", "",
                             f"{metric.upper()} on the {'test' if experiment.split == 'predict' else 'validation'} "
-                            f"set; mean ± standard deviation over seeds {experiment.seeds}."]
+                            f"set; mean ± standard deviation over seeds {experiment.seeds}.",
+                            *unlearned_section(scores)]
     experiment.output_dir.mkdir(parents=True, exist_ok=True)
     for index, spec in enumerate(experiment.tables):
         table = build_table(spec, scores, experiment, metric)
@@ -303,6 +326,6 @@ def system_json(entry: SystemScores) -> dict:
         "flags": entry.system.flags, "labels": entry.system.labels, "init_from": entry.system.init_from,
         "parts": sorted(entry.system.parts), "zero_shot": entry.zero_shot,
         "seeds": {str(seed): {"scores": s.groups, "ci": {g: list(ci) for g, ci in s.intervals.items()},
-                              "mean_ci": list(s.mean_interval) if s.mean_interval else None}
+                              "mean_ci": list(s.mean_interval) if s.mean_interval else None, "unusable": s.unusable}
                   for seed, s in entry.seeds.items()},
     }
