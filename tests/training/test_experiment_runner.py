@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import json
+import os
 import socket
 import subprocess
 import sys
@@ -17,6 +18,8 @@ import pytest
 import yaml
 from recipe_testkit import TINY_TEXT, text_rows, write_jsonl
 
+import headsel_recipes.cli.experiment as experiment_cli
+from headsel_recipes import run
 from headsel_recipes.cli.experiment import main as run_experiment_command
 from headsel_recipes.experiment.runner import CLAIM_FILE, Lane, plan_runs, run_experiment, run_flags, train_all
 from headsel_recipes.experiment.spec import parse_experiment
@@ -248,6 +251,49 @@ def test_lanes_share_the_runs_and_wait_for_init_from_sources(tmp_path):
         lane.join()
     assert sorted(calls) == sorted(run.output_dir for run in plan_runs(experiment))  # each run exactly once
     assert not list((tmp_path / "exp").rglob(f"{CLAIM_FILE}*"))  # claims (and their drafts) released
+
+
+def test_lanes_option_trains_in_several_processes(zero_shot_corpus, tmp_path, monkeypatch):
+    """`--lanes 2`: a second process of the command trains beside this one, logging to `lane2.log`; every run is
+    trained once and the tables, written after both lanes ended, hold them all. Bad values fail at parsing."""
+    out = tmp_path / "experiment"
+    values = tiny_experiment(out, zero_shot_corpus)
+    values.update(seeds=[1], systems=values["systems"][::2], tables=["per_task"])  # Transformer and Group
+    path = tmp_path / "tiny.yaml"
+    path.write_text(yaml.safe_dump(values))
+    other_claim = out / "runs/group/seed1" / CLAIM_FILE
+    claimed_by = []
+
+    def wait_for_the_second_lane(task, args):  # this lane trains Transformer once lane 2 has claimed Group
+        deadline = time.monotonic() + 120
+        while not other_claim.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        claimed_by.append(int(other_claim.read_text().split()[1]))
+        return run(task, args)
+
+    monkeypatch.setattr(experiment_cli, "run", wait_for_the_second_lane)
+    results = run_experiment_command([str(path), "--lanes", "2"])
+
+    assert claimed_by and claimed_by[0] != os.getpid()  # Group was trained by the other process
+    assert "runs/group/seed1" in (out / "lane2.log").read_text()  # whose recipe output went to its log
+    assert sorted(results["systems"]) == ["Group", "Transformer"]
+    assert all(entry["seeds"]["1"]["scores"] for entry in results["systems"].values())
+    assert not list(out.rglob(f"{CLAIM_FILE}*"))
+    for bad in (["--lanes", "0"], ["--lanes", "2", "--tables_only"]):
+        with pytest.raises(SystemExit):
+            run_experiment_command([str(path), *bad])
+
+
+def test_a_failed_lane_is_an_error_naming_its_log(tmp_path, monkeypatch):
+    experiment = lanes_experiment(tmp_path)
+    log = tmp_path / "exp/lane2.log"
+    failing = [(subprocess.Popen([sys.executable, "-c", "raise SystemExit(3)"]), log)]
+    monkeypatch.setattr(experiment_cli, "start_lanes", lambda count, args, output_dir: failing)
+    scores = {"joint": {"tedx": 10.0}, "adapter": {"tedx": 12.0}, "group": {"tedx": 11.0}}
+    monkeypatch.setattr(experiment_cli, "run", fake_recipe(scores, calls := []))
+    with pytest.raises(RuntimeError, match=rf"1 of 2 lanes failed; their logs: {log} \(exit status 3\)"):
+        experiment_cli.train_in_lanes(experiment, experiment_cli.parse_args(["exp.yaml", "--lanes", "2"]))
+    assert len(calls) == 6  # this lane still trained every run
 
 
 def test_lane_claims_skip_live_lanes_and_take_over_stopped_ones(tmp_path):
