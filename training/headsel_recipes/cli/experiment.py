@@ -16,6 +16,7 @@ resumes. `python training/run_experiment.py ...` runs the same. The file format 
 from __future__ import annotations
 
 import argparse
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -66,12 +67,16 @@ def start_lanes(count: int, args: list[str], output_dir: Path) -> list[tuple[sub
     """Start `count` more lanes, `headsel-experiment ARGS` in new processes (lanes 2, 3, ...), each writing its
     output to `output_dir/lane<i>.log`. Returns the processes with their logs."""
     output_dir.mkdir(parents=True, exist_ok=True)
+    # The lanes import this very `headsel_recipes`, also when it runs from a checkout that is not installed
+    # (`python training/run_experiment.py`, whose folder is on this process's path but not on theirs).
+    package_parent = str(Path(__file__).resolve().parents[2])
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [package_parent, os.environ.get("PYTHONPATH")]))}
     lanes = []
     for number in range(2, count + 2):
         log = output_dir / f"lane{number}.log"
         with open(log, "w", encoding="utf-8") as handle:
             command = [sys.executable, "-m", f"{__package__}.experiment", *args]
-            lanes.append((subprocess.Popen(command, stdout=handle, stderr=subprocess.STDOUT), log))
+            lanes.append((subprocess.Popen(command, stdout=handle, stderr=subprocess.STDOUT, env=env), log))
     return lanes
 
 
