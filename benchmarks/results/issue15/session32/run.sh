@@ -7,4 +7,7 @@ out=benchmarks/results/issue15/session32
 step compiled_marian_subset_h6_all_1thread python benchmarks/overhead.py --family marian --components all \
     --strategy subset --total-heads 6 --compile --threads 1 --repeats 10 \
     --json "$out/compiled_marian_subset_h6_all_1thread.json"
+step compiled_speech_to_text_subset_h6_all_1thread python benchmarks/overhead.py --family speech_to_text \
+    --components all --strategy subset --total-heads 6 --compile --threads 1 --repeats 10 \
+    --json "$out/compiled_speech_to_text_subset_h6_all_1thread.json"
 echo "$(date -u +%T) done"
