@@ -32,8 +32,8 @@ from hf_headsel.analysis import ANALYSIS_NAME
 
 from headsel_recipes.demo import BASELINE_DIR, METRIC, SYSTEM_TITLES
 from headsel_recipes.metrics import prediction_quality
-from headsel_recipes.recipe import read_predictions
-from headsel_recipes.results_keys import loss_key, predictions_path, read_results, results_path, score_key
+from headsel_recipes.results_keys import (loss_key, predictions_path, read_predictions, read_results, results_path,
+                                          score_key)
 # benchmarks/ is on the path: the script's folder, or the tests' `pythonpath`
 from quality_tables import mean_std, paired_cells
 from recipe_curves import logit_range, selection_changes

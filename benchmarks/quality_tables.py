@@ -30,8 +30,8 @@ from pathlib import Path
 import jiwer
 
 from headsel_recipes.metrics import corpus_chrf, normalize_for_wer, rows_by_group, unusable_share
-from headsel_recipes.recipe import read_predictions
-from headsel_recipes.results_keys import loss_key, predictions_path, read_results, results_path, score_key
+from headsel_recipes.results_keys import (loss_key, predictions_path, read_predictions, read_results, results_path,
+                                          score_key)
 
 
 UNUSABLE = "unusable"  # the key of a run's share of empty or looping hypotheses, in percent
@@ -108,10 +108,11 @@ def supplementary_table(experiment_folder: Path) -> str:
     systems = {name: list(runs.values()) for name, runs in by_seed.items()}
     tasks = sorted({key for runs in systems.values() for run in runs for key in run} - {"loss", "AVG", UNUSABLE})
     arrow = "↓" if metric == "CER" else "↑"
-    lines = [f"**{experiment_folder.name}**: test loss (nats per token ↓) and {metric} {arrow}, mean ± std over seeds; "
-             "unusable: % of the hypotheses empty or looping ↓ (`headsel_recipes.metrics.is_unusable`)", "",
-             "| System (run folder) | seeds | test loss | " + " | ".join([f"{metric} AVG", *tasks, "unusable %"]) + " |",
-             "|---|---:|---:|" + "---:|" * (len(tasks) + 2)]
+    columns = [f"{metric} AVG", *tasks, "unusable %"]
+    lines = [f"**{experiment_folder.name}**: test loss (nats per token ↓) and {metric} {arrow}, mean ± std over "
+             "seeds; unusable: % of the hypotheses empty or looping ↓ (`headsel_recipes.metrics.is_unusable`)", "",
+             "| System (run folder) | seeds | test loss | " + " | ".join(columns) + " |",
+             "|---|---:|---:|" + "---:|" * len(columns)]
     for name, runs in systems.items():
         cells = [mean_std([run["loss"] for run in runs], 2)]
         cells += [mean_std([run[key] for run in runs if key in run], 1) if any(key in run for run in runs) else "–"

@@ -224,6 +224,14 @@ def test_runs_that_did_not_learn_are_named_in_the_report(tmp_path, caplog):
     run_experiment(experiment, TASKS, fake_recipe(scores, []), tables_only=True)
     assert "did not learn" not in (tmp_path / "exp/results.md").read_text() and "did not learn" not in caplog.text
 
+    # a run from before the key: its share is read off its test predictions
+    write_jsonl(tmp_path / "exp/runs/adapter/seed1/generated_predictions.jsonl", [
+        {"id": str(i), "group": "tedx", "reference": "ok", "prediction": hypothesis}
+        for i, hypothesis in enumerate(["", "da da da da", "ok"])])
+    results = run_experiment(experiment, TASKS, fake_recipe(scores, []), tables_only=True)
+    assert results["systems"]["Adapter"]["seeds"]["1"]["unusable"] == 0.6667
+    assert "- Adapter (seed 1): 67% of the hypotheses empty or looping" in (tmp_path / "exp/results.md").read_text()
+
 
 def test_lanes_share_the_runs_and_wait_for_init_from_sources(tmp_path):
     """Two lanes on one experiment: every run trained once, and an `init_from` run only after its source ended."""

@@ -44,8 +44,8 @@ from hf_headsel.hub import write_model_card
 from offline_corpus import LANGUAGES, CorpusConfig, build_corpus
 
 from .metrics import prediction_quality
-from .recipe import RecipeResult, read_predictions, run
-from .results_keys import POOLED, Score, group_scores, predictions_path, read_score, score_key
+from .recipe import RecipeResult, run
+from .results_keys import POOLED, Score, group_scores, predictions_path, read_predictions, read_score, score_key
 from .tasks import MT
 from .tokenizer import lang_token
 

@@ -174,18 +174,13 @@ def use_split(metrics: TaskMetrics, dataset) -> None:
 
 
 def write_predictions(path: Path, dataset, hypotheses: list[str]) -> None:
-    """`generated_predictions.jsonl`: id, group, reference and hypothesis of every scored example."""
+    """`generated_predictions.jsonl`: id, group, reference and hypothesis of every scored example (read back by
+    [`headsel_recipes.results_keys.read_predictions`])."""
     with open(path, "w", encoding="utf-8") as handle:
         rows = zip(dataset["id"], dataset["group"], dataset["reference"], hypotheses)
         for row_id, group, reference, hypothesis in rows:
             record = {"id": row_id, "group": group, "reference": reference, "prediction": hypothesis}
             handle.write(json.dumps(record, ensure_ascii=False) + "\n")
-
-
-def read_predictions(path: Path) -> list[dict]:
-    """The rows [`write_predictions`] wrote."""
-    with open(path, encoding="utf-8") as handle:
-        return [json.loads(line) for line in handle if line.strip()]
 
 
 def prepare_splits(raw: dict, ctx: PrepareContext, data_args: DataArguments, training_args):

@@ -92,6 +92,12 @@ def predictions_path(run_folder: str | Path) -> Path:
     return Path(run_folder) / "generated_predictions.jsonl"
 
 
+def read_predictions(path: str | Path) -> list[dict]:
+    """The rows of a `generated_predictions.jsonl` ([`predictions_path`]), as the recipe wrote them."""
+    with open(path, encoding="utf-8") as handle:
+        return [json.loads(line) for line in handle if line.strip()]
+
+
 def results_path(run_folder: str | Path, split: str) -> Path:
     """A run's results file of `split`: `{split}_results.json`."""
     return Path(run_folder) / f"{split}_results.json"

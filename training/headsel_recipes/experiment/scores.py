@@ -12,7 +12,17 @@ import logging
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..results_keys import group_scores, read_results, read_score, results_path, score_key, unusable_key
+from ..metrics import unusable_share
+from ..results_keys import (
+    group_scores,
+    predictions_path,
+    read_predictions,
+    read_results,
+    read_score,
+    results_path,
+    score_key,
+    unusable_key,
+)
 from .spec import Experiment, System, run_dir
 
 logger = logging.getLogger("headsel_recipes.experiment")
@@ -62,6 +72,9 @@ def read_run_scores(run_folder: Path, split: str, metric: str) -> SeedScores:
     mean = read_score(results, score_key(metric, split=split))
     scores.mean_interval = mean.interval if mean is not None else None
     scores.unusable = results.get(unusable_key(split))
+    predictions = predictions_path(run_folder)
+    if scores.unusable is None and split == "predict" and predictions.exists():  # a run from before the key
+        scores.unusable = unusable_share([row["prediction"] for row in read_predictions(predictions)])
     return scores
 
 
