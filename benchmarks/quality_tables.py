@@ -30,11 +30,8 @@ from pathlib import Path
 import jiwer
 
 from headsel_recipes.metrics import corpus_chrf, normalize_for_wer, rows_by_group, unusable_share
-from headsel_recipes.results_keys import (loss_key, predictions_path, read_predictions, read_results, results_path,
-                                          score_key)
-
-
-UNUSABLE = "unusable"  # the key of a run's share of empty or looping hypotheses, in percent
+from headsel_recipes.results_keys import (UNUSABLE, loss_key, predictions_path, read_predictions, read_results,
+                                          results_path, score_key)
 
 
 def character_score(rows: list[dict], metric: str) -> dict[str, float]:

@@ -30,7 +30,7 @@ WHITESPACE = re.compile(r"\s+")
 DEGENERATE_RUN = re.compile(r"(.)\1{5,}")
 # The same word 4+ times in a row ("la la la la"): the decoder looping over words.
 LOOPING_WORDS = re.compile(r"(?<!\S)(\S+)(?:\s+\1){3,}(?!\S)")
-# From this share of unusable hypotheses on, a run has not learned its task: its scores compare nothing.
+# From this share of unusable hypotheses on, a run has not learned its task: its BLEU or WER compares nothing.
 UNLEARNED_SHARE = 0.5
 BOOTSTRAP_SEED = 12345  # sacrebleu's default seed for its own bootstrap
 CONFIDENCE = 0.95
@@ -260,6 +260,12 @@ def is_unusable(hypothesis: str) -> bool:
     same word 4+ times in a row. A run whose hypotheses are mostly unusable ([`UNLEARNED_SHARE`]) has not learned its
     task, whatever its scores."""
     return not hypothesis.strip() or is_degenerate(hypothesis) or LOOPING_WORDS.search(hypothesis) is not None
+
+
+def is_unlearned(unusable: float | None) -> bool:
+    """Whether a run with this share of unusable hypotheses ([`unusable_share`]; `None`: not recorded) has not learned
+    its task: from [`UNLEARNED_SHARE`] on."""
+    return unusable is not None and unusable >= UNLEARNED_SHARE
 
 
 def unusable_share(hypotheses: list[str]) -> float:

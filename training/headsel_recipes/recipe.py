@@ -18,7 +18,7 @@ from .arguments import DataArguments, HeadSelectionArguments, ModelArguments, Re
 from .audio import SpecAugment
 from .collator import Seq2SeqCollator
 from .data import DataError, collect_tasks, load_splits
-from .metrics import UNLEARNED_SHARE, TaskMetrics
+from .metrics import TaskMetrics, is_unlearned
 from .modeling import build_model, checkpoint_tasks, find_checkpoints, load_averaged_weights
 from .publishing import publish, take_push_to_hub
 from .preprocess import PrepareContext, SplitReport, prepare_split, write_report
@@ -305,7 +305,7 @@ def score(trainer: HeadSelSeq2SeqTrainer, metrics: TaskMetrics, dataset, prefix:
 def warn_if_unlearned(share: float | None, split: str) -> None:
     """Say so when most hypotheses of a split are empty or looping: the model has not learned its task (a recipe
     that does not suit the model, or too few updates), and its BLEU or WER compares nothing (its loss still can)."""
-    if share is not None and share >= UNLEARNED_SHARE:
+    if is_unlearned(share):
         logger.warning("%.0f%% of the %s hypotheses are empty or looping (`%s`): the model has not learned its task; "
                        "its BLEU or WER compares nothing (its loss still can)", 100 * share, split, unusable_key(split))
 

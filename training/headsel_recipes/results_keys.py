@@ -26,6 +26,8 @@ RESULT_FILES = ("all_results.json", "eval_results.json", "predict_results.json",
 POOLED = "pooled"
 #: The suffixes of a score's bootstrap interval bounds.
 INTERVAL_SUFFIXES = ("_ci_low", "_ci_high")
+#: The name of the share of empty or looping hypotheses (not a metric of the tasks; see [`unusable_key`]).
+UNUSABLE = "unusable"
 
 
 @dataclass(frozen=True)
@@ -60,7 +62,7 @@ def loss_key(split: str) -> str:
 
 def unusable_key(split: str | None = None) -> str:
     """The key of the share of empty or looping hypotheses: `[{split}_]unusable`."""
-    return "_".join(part for part in (split, "unusable") if part is not None)
+    return score_key(UNUSABLE, split=split)
 
 
 def read_score(results: dict, key: str) -> Score | None:

@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from ..arguments import RecipeTask
-from ..metrics import UNLEARNED_SHARE
+from ..metrics import is_unlearned
 from .scores import SystemScores, collect_scores
 from .spec import Experiment, TableSpec
 
@@ -230,10 +230,10 @@ def _is_number(text: str) -> bool:
 
 
 def unlearned_runs(scores: dict[str, SystemScores]) -> list[str]:
-    """The runs, `"System (seed N): P% ..."`, whose hypotheses are mostly empty or looping ([`UNLEARNED_SHARE`])."""
+    """The runs, `"System (seed N): P% ..."`, whose hypotheses are mostly empty or looping ([`is_unlearned`])."""
     return [f"{name} (seed {seed}): {100 * seed_scores.unusable:.0f}% of the hypotheses empty or looping"
             for name, entry in scores.items() for seed, seed_scores in entry.seeds.items()
-            if seed_scores.unusable is not None and seed_scores.unusable >= UNLEARNED_SHARE]
+            if is_unlearned(seed_scores.unusable)]
 
 
 def unlearned_section(scores: dict[str, SystemScores]) -> list[str]:
