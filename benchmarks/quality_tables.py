@@ -16,7 +16,7 @@ Two finer measures do, from what every run already wrote:
 Cells: mean ± sample standard deviation over the seeds found in `runs/<system>/seed*/`. With `--paired_with SYSTEM`
 (a run folder name, e.g. `shared`) a second table gives every other system minus that one, seed by seed over the
 seeds both finished, then mean ± std of the differences (the loss to three decimals: the systems of one experiment
-often differ by hundredths of a nat).
+often differ by hundredths of a nat; the unusable share in percentage points).
 
     python benchmarks/quality_tables.py outputs/benchmark/mt_why --paired_with shared
 """
@@ -119,22 +119,23 @@ def supplementary_table(experiment_folder: Path) -> str:
 
 
 def paired_table(experiment_folder: Path, reference: str) -> str:
-    """A Markdown table of every system minus `reference` (a system folder), paired seed by seed: test loss and the
-    character metric's average, mean ± std of the differences and how many seeds favour the system."""
+    """A Markdown table of every system minus `reference` (a system folder), paired seed by seed: test loss, the
+    character metric's average and the share of unusable hypotheses (percentage points), mean ± std of the
+    differences and how many seeds favour the system."""
     metric, systems = finished_runs(experiment_folder)
     if reference not in systems:
         raise ValueError(f"{experiment_folder}: no finished run of --paired_with {reference!r}; the systems with "
                          f"finished runs are {sorted(systems)}")
-    higher_is_better = {"loss": False, "AVG": metric != "CER"}
+    higher_is_better = {"loss": False, "AVG": metric != "CER", UNUSABLE: False}
     lines = [f"**{experiment_folder.name}**: each system minus `{reference}`, paired by seed (mean ± std of the "
              "differences; *ahead* counts the seeds where the system is better)", "",
-             f"| System (run folder) | seeds | test loss | ahead | {metric} AVG | ahead |",
-             "|---|---:|---:|---:|---:|---:|"]
+             f"| System (run folder) | seeds | test loss | ahead | {metric} AVG | ahead | unusable % | ahead |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|"]
     for name, runs in systems.items():
         seeds = sorted(set(runs) & set(systems[reference]))
         if name == reference or not seeds:
             continue
-        cells = [cell for key, digits in (("loss", 3), ("AVG", 2)) for cell in paired_cells(
+        cells = [cell for key, digits in (("loss", 3), ("AVG", 2), (UNUSABLE, 1)) for cell in paired_cells(
             [runs[seed][key] for seed in seeds], [systems[reference][seed][key] for seed in seeds], digits,
             higher_is_better[key])]
         lines.append(f"| {name} | {len(seeds)} | " + " | ".join(cells) + " |")

@@ -327,7 +327,7 @@ def test_quality_tables_score_characters_per_task_and_average_over_seeds(tmp_pat
     write_run(tmp_path / "mt" / "runs" / "shared" / "seed1", {"predict_loss": 3.75, "predict_bleu": 1.0}, rows[:1])
     paired = quality_tables.paired_table(tmp_path / "mt", "shared")
     chrf_difference = (100.0 + french) / 2 - 100.0
-    assert f"| group | 1 | 0.250 ± 0.000 | 0 of 1 | {chrf_difference:.2f} ± 0.00 | 0 of 1 |" in paired
+    assert f"| group | 1 | 0.250 ± 0.000 | 0 of 1 | {chrf_difference:.2f} ± 0.00 | 0 of 1 | 0.0 ± 0.0 | 0 of 1 |" in paired
     assert "| shared |" not in paired
     with pytest.raises(ValueError, match="no finished run of --paired_with 'stock'"):
         quality_tables.paired_table(tmp_path / "mt", "stock")
@@ -339,6 +339,9 @@ def test_quality_tables_score_characters_per_task_and_average_over_seeds(tmp_pat
     subset_row = next(line for line in quality_tables.supplementary_table(tmp_path / "mt").splitlines()
                       if line.startswith("| subset |"))
     assert subset_row.endswith("| 66.7 ± 0.0 |")
+    # paired, in percentage points: two of subset's three hypotheses unusable, none of shared's one
+    assert "| subset | 1 | 2.250 ± 0.000 | 0 of 1 |" in quality_tables.paired_table(tmp_path / "mt", "shared")
+    assert quality_tables.paired_table(tmp_path / "mt", "shared").splitlines()[-1].endswith("| 66.7 ± 0.0 | 0 of 1 |")
 
     # WER experiments get CER, after the WER normalisation (case and punctuation do not count)
     write_run(tmp_path / "asr" / "runs" / "shared" / "seed1", {"predict_loss": 3.0, "predict_wer": 50.0},
