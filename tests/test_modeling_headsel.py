@@ -506,8 +506,9 @@ def test_grouped_training_gradients_equal_the_gathered_ones_under_autocast_and_t
         assert (autocast0 is None) == (autocast1 is None) and (second0 is None) == (second1 is None), name
         if autocast0 is not None:
             torch.testing.assert_close(autocast0, autocast1, rtol=2e-2, atol=2e-3, msg=lambda m: f"{name}: {m}")
-        if second0 is not None:
-            torch.testing.assert_close(second0, second1, msg=lambda m: f"{name}: {m}")
+        if second0 is not None:  # float32, but summed in another order (per-task row blocks against all candidates)
+            # and through two backward passes: a fresh CI run saw one element of 448 differ by 4e-6 relative
+            torch.testing.assert_close(second0, second1, rtol=1e-5, atol=1e-5, msg=lambda m: f"{name}: {m}")
 
 
 def test_mixed_batch_projection_is_checked(family, projection_mode):
