@@ -261,6 +261,40 @@ def test_asr_task_tag_tells_the_shared_model_the_language(speech_corpus, tmp_pat
     assert len(predictions) == 6 and "predict_wer" in read_json(out / "predict_results.json")
 
 
+def test_mt_encoder_task_tag_tells_the_shared_model_the_source_language(text_corpus, tmp_path):
+    """Many-to-one MT: `--encoder_task_tag` puts the source language's tag, a whole piece, first in every source, so
+    a shared model reads what head selection routes the encoder by; the tag is the encoder task of each example."""
+    out = tmp_path / "mt_tagged"
+    result = run(MT, tiny_flags(out, speech=False) + [
+        "--train_file", str(text_corpus / "train.jsonl"), "--test_file", str(text_corpus / "test.jsonl"),
+        "--shared_baseline", "--encoder_task_tag", "--do_train", "--do_predict"])
+    tokenizer = result.trainer.processing_class
+    encoder_tasks = ["de", "en"]
+    tags = [tokenizer.convert_tokens_to_ids(f"<lang:{lang}>") for lang in encoder_tasks]
+    assert tokenizer.unk_token_id not in tags and len(set(tags)) == 2
+    train = result.trainer.train_dataset
+    assert sorted(set(train["encoder_task_ids"])) == [0, 1]
+    assert [int(ids[0]) for ids in train["input_ids"]] == [tags[task] for task in train["encoder_task_ids"]]
+    # the rest of each source is the untagged tokenization: one id longer than without the flag
+    untagged = run(MT, tiny_flags(tmp_path / "mt_untagged", speech=False) + [
+        "--train_file", str(text_corpus / "train.jsonl"), "--tokenizer_name", str(out), "--shared_baseline",
+        "--do_train"]).trainer.train_dataset
+    assert [list(ids[1:]) for ids in train["input_ids"]] == [list(ids) for ids in untagged["input_ids"]]
+    assert "predict_bleu" in read_json(out / "predict_results.json")
+
+
+def test_encoder_task_tag_needs_its_tags_and_a_text_recipe(text_corpus, speech_corpus, tmp_path):
+    untagged = tmp_path / "untagged"
+    run(MT, tiny_flags(untagged, speech=False) + ["--train_file", str(text_corpus / "train.jsonl"), "--do_train"])
+    with pytest.raises(ValueError, match="--encoder_task_tag: the tokenizer has no piece for"):
+        run(MT, tiny_flags(tmp_path / "mt", speech=False) + [
+            "--train_file", str(text_corpus / "train.jsonl"), "--tokenizer_name", str(untagged),
+            "--encoder_task_tag", "--do_train"])
+    with pytest.raises(ValueError, match="--encoder_task_tag is for MT"):
+        run(ASR, tiny_flags(tmp_path / "asr", speech=True) + [
+            "--train_file", str(speech_corpus / "train.jsonl"), "--encoder_task_tag", "--do_train"])
+
+
 def test_task_tag_is_refused_for_mt(text_corpus, tmp_path):
     args = tiny_flags(tmp_path / "mt", speech=False) + [
         "--train_file", str(text_corpus / "train.jsonl"), "--task_tag", "--do_train"]

@@ -220,6 +220,12 @@ class DataArguments:
                           "(fairseq's --prepend-tgt-lang-tag with --prefix-size 1), so a shared model is told what "
                           "head selection routes by. MT has --target_lang_token."},
     )
+    encoder_task_tag: bool = field(
+        default=False,
+        metadata={"help": "MT: prepend the tag of the example's encoder task (`<lang:xx>`, the source language, with "
+                          "--task_type lang; `<domain:xx>` with domain) to every source, so a shared model is told "
+                          "what head selection routes the encoder by (many-to-one MT)."},
+    )
     preprocessing_num_workers: int | None = field(default=None, metadata={"help": "Processes for preprocessing."})
     overwrite_cache: bool = field(default=False, metadata={"help": "Recompute cached preprocessing."})
     max_train_samples: int | None = field(default=None, metadata={"help": "Keep the first N training examples."})

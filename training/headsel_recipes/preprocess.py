@@ -54,6 +54,8 @@ class PrepareContext:
     target_lang_token: bool = False
     # `--task_tag`: the tag id of every decoder task, prepended to the labels
     task_tag_ids: dict[str, int] | None = None
+    # `--encoder_task_tag`: the tag id of every encoder task, in `encoder_tasks` order, prepended to the source ids
+    encoder_tag_ids: list[int] | None = None
     # an evaluation split: text over the length limits is cut, not skipped, and the duration limits do not apply
     evaluation: bool = False
 
@@ -130,7 +132,10 @@ def _prepare_text(row: dict, ctx: PrepareContext, out: dict) -> str:
         return "empty_source"
     if ctx.target_lang_token:
         source = f"{lang_token(row['target_lang'])} {source}"
-    input_ids = _fit(ctx.tokenizer(source)["input_ids"], ctx.max_source_length, ctx.evaluation)
+    ids = ctx.tokenizer(source)["input_ids"]
+    if ctx.encoder_tag_ids is not None:
+        ids = [ctx.encoder_tag_ids[out["encoder_task_ids"]], *ids]
+    input_ids = _fit(ids, ctx.max_source_length, ctx.evaluation)
     if input_ids is None:
         return "source_too_long"
     out["input_ids"], out["length"] = input_ids, len(input_ids)

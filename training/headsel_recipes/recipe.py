@@ -101,7 +101,7 @@ def resolve_tasks(task: RecipeTask, head_args: HeadSelectionArguments, raw: dict
 
 
 def get_tokenizer(task: RecipeTask, model_args: ModelArguments, data_args: DataArguments, raw: dict,
-                  decoder_tasks: list[str], training_args, task_type: str = "lang"):
+                  encoder_tasks: list[str], decoder_tasks: list[str], training_args, task_type: str = "lang"):
     """`--tokenizer_name`, else the checkpoint's, else the one already in the output folder (a resumed run), else a
     sentencepiece model trained on the training text and saved to the output folder.
 
@@ -125,10 +125,11 @@ def get_tokenizer(task: RecipeTask, model_args: ModelArguments, data_args: DataA
             tokenizer = train_speech_tokenizer(texts, model_args.vocab_size, model_args.tokenizer_model_type,
                                                model_args.tokenizer_max_sentences, tags)
         else:
-            lang_tokens = [lang_token(lang) for lang in decoder_tasks] if data_args.target_lang_token else None
+            symbols = [lang_token(lang) for lang in decoder_tasks] if data_args.target_lang_token else []
+            symbols += [task_tag(task_type, name) for name in encoder_tasks] if data_args.encoder_task_tag else []
             texts += list(raw["train"]["source_text"])
             tokenizer = train_marian_tokenizer(texts, model_args.vocab_size, model_args.tokenizer_model_type,
-                                               lang_tokens, model_args.tokenizer_max_sentences)
+                                               symbols or None, model_args.tokenizer_max_sentences)
         if training_args.should_save:
             tokenizer.save_pretrained(training_args.output_dir)
         logger.info("trained a %d-piece sentencepiece tokenizer on the training text", len(tokenizer))
@@ -147,9 +148,13 @@ def get_feature_extractor(model_args: ModelArguments, training_args) -> Speech2T
 
 def prepare_context(task, task_type, encoder_tasks, decoder_tasks, tokenizer, feature_extractor, model,
                     data_args: DataArguments) -> PrepareContext:
-    """Preprocessing limits: the flags, capped by the model's positions; the task tags of `--task_tag`."""
+    """Preprocessing limits: the flags, capped by the model's positions; the task tags of `--task_tag` and
+    `--encoder_task_tag`."""
     if data_args.task_tag and not task.speech:
         raise ValueError("--task_tag is for speech recipes; MT tells the target language with --target_lang_token")
+    if data_args.encoder_task_tag and task.speech:
+        raise ValueError("--encoder_task_tag is for MT (a tag prepended to the source text); speech recipes tell "
+                         "the decoder task with --task_tag")
     config = model.config
     if task.speech:
         subsampling = 2 ** getattr(config, "num_conv_layers", 2)
@@ -165,6 +170,8 @@ def prepare_context(task, task_type, encoder_tasks, decoder_tasks, tokenizer, fe
         min_duration=data_args.min_duration_in_seconds, max_duration=data_args.max_duration_in_seconds,
         target_lang_token=data_args.target_lang_token,
         task_tag_ids=task_tag_ids(tokenizer, task_type, decoder_tasks) if data_args.task_tag else None,
+        encoder_tag_ids=(list(task_tag_ids(tokenizer, task_type, encoder_tasks, "--encoder_task_tag").values())
+                         if data_args.encoder_task_tag else None),
     )
 
 
@@ -326,7 +333,7 @@ def run(task: RecipeTask, args: list[str] | None = None) -> RecipeResult:
         raw = load_splits(task, data_args, needed_splits(training_args), task_type, model_args.cache_dir)
     encoder_tasks, decoder_tasks, task_type = resolve_tasks(task, head_args, raw, fixed, model_args.model_name_or_path)
     logger.info("task_type=%s; encoder tasks %s; decoder tasks %s", task_type, encoder_tasks, decoder_tasks)
-    tokenizer = get_tokenizer(task, model_args, data_args, raw, decoder_tasks, training_args, task_type)
+    tokenizer = get_tokenizer(task, model_args, data_args, raw, encoder_tasks, decoder_tasks, training_args, task_type)
     feature_extractor = get_feature_extractor(model_args, training_args) if task.speech else None
     head_args.task_type = task_type
     model = build_model(task, model_args, head_args, tokenizer, encoder_tasks, decoder_tasks)

@@ -93,24 +93,26 @@ def train_speech_tokenizer(texts: Iterable[str], vocab_size: int, model_type: st
 
 
 def train_marian_tokenizer(texts: Iterable[str], vocab_size: int, model_type: str = "unigram",
-                           lang_tokens: list[str] | None = None, max_sentences: int = 1_000_000) -> MarianTokenizer:
+                           symbols: list[str] | None = None, max_sentences: int = 1_000_000) -> MarianTokenizer:
     """A [`MarianTokenizer`] over one joint sentencepiece model trained on `texts` (source and target sides); its
-    files live in a temporary folder (see [`tokenizer_folder`]) until `save_pretrained`."""
+    files live in a temporary folder (see [`tokenizer_folder`]) until `save_pretrained`; `symbols` (target-language
+    tokens, task tags) are whole pieces."""
     folder = tokenizer_folder()
     vocab = train_sentencepiece(texts, folder / "source.spm", vocab_size, MARIAN_SPECIALS, model_type,
-                                user_symbols=lang_tokens, max_sentences=max_sentences)
+                                user_symbols=symbols, max_sentences=max_sentences)
     shutil.copyfile(folder / "source.spm", folder / "target.spm")
     (folder / "vocab.json").write_text(json.dumps(vocab, ensure_ascii=False))
     return MarianTokenizer(source_spm=str(folder / "source.spm"), target_spm=str(folder / "target.spm"),
                            vocab=str(folder / "vocab.json"))
 
 
-def task_tag_ids(tokenizer, task_type: str, tasks: list[str]) -> dict[str, int]:
-    """`{task: id of its tag}`; a `ValueError` when the tokenizer lacks a tag (it was built without --task_tag)."""
+def task_tag_ids(tokenizer, task_type: str, tasks: list[str], flag: str = "--task_tag") -> dict[str, int]:
+    """`{task: id of its tag}`; a `ValueError` when the tokenizer lacks a tag (it was built without `flag`, the
+    recipe flag that asks for the tags)."""
     ids = {task: tokenizer.convert_tokens_to_ids(task_tag(task_type, task)) for task in tasks}
     missing = [task_tag(task_type, task) for task, index in ids.items() if index in (None, tokenizer.unk_token_id)]
     if missing:
-        raise ValueError(f"--task_tag: the tokenizer has no piece for {missing}; a tokenizer built with --task_tag "
+        raise ValueError(f"{flag}: the tokenizer has no piece for {missing}; a tokenizer built with {flag} "
                          "holds them (train it on the data, or give one that has them)")
     return ids
 
