@@ -89,6 +89,7 @@ def plot(differences: dict[str, dict[str, dict[str, float]]], labels: list[str],
             axis.bar(position, mean, yerr=spread, color=colours[label], alpha=0.55, capsize=3)
             axis.scatter([position] * len(values), values, color="black", s=9, zorder=3)
         axis.axhline(0.0, color="grey", linewidth=0.8)
+        axis.set_xlim(-0.6, len(labels) - 0.4)  # a system keeps its place (and width) in a panel that lacks others
         axis.set_title(title, fontsize=10)
         axis.set_xticks([])
     axes[0][0].set_ylabel(f"test cross-entropy minus {reference}'s (nats)\nbelow 0: better than {reference}")
@@ -96,7 +97,7 @@ def plot(differences: dict[str, dict[str, dict[str, float]]], labels: list[str],
                   loc="lower center", ncol=min(len(labels), 3), fontsize=8, frameon=False)
     figure.tight_layout(rect=(0, 0.06 + 0.04 * ((len(labels) - 1) // 3), 1, 1))
     output.parent.mkdir(parents=True, exist_ok=True)
-    figure.savefig(output, dpi=120)
+    figure.savefig(output, dpi=120, bbox_inches="tight")  # a legend wider than the panels stays in the picture
     plt.close(figure)
 
 
