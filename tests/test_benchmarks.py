@@ -18,9 +18,11 @@ from safetensors.torch import save_file
 from transformers import MarianConfig, Speech2TextTokenizer
 
 import benchmark_tokenizers  # benchmarks/ is on the test path (`pythonpath` in setup.cfg)
+import copy_source_chrf
 import overhead
 from headsel_recipes.experiment.spec import load_experiment
 from headsel_recipes.tokenizer import task_tag_ids
+from offline_corpus import LANGUAGES
 from hf_headsel import COMPONENTS, HeadSelMarianConfig
 
 
@@ -737,3 +739,18 @@ def test_param_match_counts_adapter_sets_in_use_and_the_bottleneck_matching_grou
     in_use = counts["Adapters"][1] + (bottleneck - 8) * 3 * 2 * (2 * 32 + 1)
     assert abs(in_use - counts["Group"][1]) <= 3 * 2 * (2 * 32 + 1) / 2  # the nearest bottleneck to Group's count
     assert f"| {in_use:,} |" in rows[matching]
+
+
+def test_copy_source_chrf_scores_the_source_as_the_output_of_every_direction(tmp_path):
+    (tmp_path / "mt").mkdir()
+    for lang in LANGUAGES:  # German's target equals its source: a perfect copy; the others share nothing with it
+        target = "Add a site" if lang == "de" else "xyz qvw"
+        write_jsonl(tmp_path / "mt" / f"test_en_{lang}_django.jsonl", [{"source": "Add a site", "target": target}])
+    scores = copy_source_chrf.main(["--corpus_dir", str(tmp_path), "--output", str(tmp_path / "copy.json")])
+    assert scores["test_sentences"] == len(LANGUAGES) and scores["chrf_en-de"] == 100.0
+    assert all(scores[f"chrf_en-{lang}"] == 0.0 for lang in LANGUAGES if lang != "de")
+    assert json.loads((tmp_path / "copy.json").read_text()) == scores
+
+    (tmp_path / "mt" / f"test_en_{LANGUAGES[0]}_django.jsonl").unlink()
+    with pytest.raises(FileNotFoundError, match=f"test_en_{LANGUAGES[0]}"):
+        copy_source_chrf.main(["--corpus_dir", str(tmp_path)])
