@@ -21,9 +21,33 @@ for budget in "" _3000_updates; do
   grep -v -E "[0-9]+/[0-9]+ \[[0-9:]+<" outputs/benchmark/mt_many_to_one${budget}_experiment.log \
     > $R/${prefix}experiment.log
 done
+# Sessions 35-36: the 3,000-update systems over seeds 1-5 (seeds 4-5 from their own folder), paired through a folder
+# of links to both runs folders.
+seeds45=outputs/benchmark/mt_many_to_one_3000_updates_seeds_4_5
+if [ -d $seeds45/runs ]; then
+  merged=outputs/benchmark/mt_many_to_one_3000_updates_seeds_1_5
+  rm -rf $merged
+  for system in $(ls $seeds45/runs); do
+    mkdir -p $merged/runs/$system
+    for run in outputs/benchmark/mt_many_to_one_3000_updates/runs/$system/seed{1,2,3} $seeds45/runs/$system/seed*; do
+      [ -d $run ] && ln -s "$PWD/$run" $merged/runs/$system/
+    done
+  done
+  headsel-experiment $R/mt_many_to_one_3000_updates_seeds_4_5.yaml --tables_only > /dev/null
+  cp $seeds45/results.md $R/3000_updates_seeds_4_5_results.md
+  python benchmarks/quality_tables.py $merged --paired_with shared > $R/3000_updates_seeds_1_5_paired_with_shared.md
+  python benchmarks/quality_tables.py $merged --paired_with group_no_sampling_noise_ablation \
+    > $R/3000_updates_seeds_1_5_paired_with_group_no_noise.md
+  python benchmarks/results/quality/baselines/selection_changes.py $seeds45 > $R/3000_updates_seeds_4_5_selection_changes.md
+  grep -v -E "[0-9]+/[0-9]+ \[[0-9:]+<" ${seeds45}_experiment.log > $R/3000_updates_seeds_4_5_experiment.log
+fi
+# The plot: the 3,000-update panel over every seed run.
+panel_3000=outputs/benchmark/mt_many_to_one_3000_updates panel_seeds=" (seeds 1-3)"
+[ -d outputs/benchmark/mt_many_to_one_3000_updates_seeds_1_5 ] \
+  && panel_3000=outputs/benchmark/mt_many_to_one_3000_updates_seeds_1_5 panel_seeds=" (seeds 1-5)"
 python benchmarks/quality_plot.py --reference shared \
-  --panel "Many-to-one MT, 1,000 updates" outputs/benchmark/mt_many_to_one \
-  --panel "Many-to-one MT, 3,000 updates" outputs/benchmark/mt_many_to_one_3000_updates \
+  --panel "1,000 updates (seeds 1-3)" outputs/benchmark/mt_many_to_one \
+  --panel "3,000 updates$panel_seeds" $panel_3000 \
   --system group "Group (the paper's recipe)" --system group_no_sampling_noise_ablation "Group, no noise (ablation)" \
   --system adapters_as_many_parameters_as_group_trained_with_the_model_ablation "Adapters, as many parameters (ablation)" \
   --system subset "Subset" --system task_specific_cross_attention_source "Task-specific cross-attention (source)" \
