@@ -27,7 +27,7 @@ seeds45=outputs/benchmark/mt_many_to_one_3000_updates_seeds_4_5
 if [ -d $seeds45/runs ]; then
   merged=outputs/benchmark/mt_many_to_one_3000_updates_seeds_1_5
   rm -rf $merged
-  for system in $(ls $seeds45/runs); do
+  for system in $(ls outputs/benchmark/mt_many_to_one_3000_updates/runs); do
     mkdir -p $merged/runs/$system
     for run in outputs/benchmark/mt_many_to_one_3000_updates/runs/$system/seed{1,2,3} $seeds45/runs/$system/seed*; do
       [ -d $run ] && ln -s "$PWD/$run" $merged/runs/$system/
