@@ -14,8 +14,8 @@ import json
 from pathlib import Path
 
 from headsel_recipes.demo import corpus_files
-from offline_corpus import LANGUAGES
 from headsel_recipes.metrics import prediction_quality
+from offline_corpus import LANGUAGES
 
 
 def copy_rows(corpus_dir: Path) -> list[dict]:

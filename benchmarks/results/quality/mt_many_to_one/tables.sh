@@ -5,6 +5,13 @@
 # their progress-bar lines.
 cd "$(dirname "$0")/../../../.." && source .venv/bin/activate
 R=benchmarks/results/quality/mt_many_to_one
+# The paired tables of a runs folder: with the shared model, and with group head selection without the noise.
+paired_tables() {
+  python benchmarks/quality_tables.py $1 --paired_with shared > $R/${2}paired_with_shared.md
+  python benchmarks/quality_tables.py $1 --paired_with group_no_sampling_noise_ablation > $R/${2}paired_with_group_no_noise.md
+}
+# An experiment log without its progress-bar lines.
+without_progress_bars() { grep -v -E "[0-9]+/[0-9]+ \[[0-9:]+<" $1; }
 for budget in "" _3000_updates; do
   out=outputs/benchmark/mt_many_to_one$budget
   [ -d $out ] || continue
@@ -14,12 +21,9 @@ for budget in "" _3000_updates; do
   headsel-experiment $file --tables_only > /dev/null
   cp $out/results.md $R/${prefix}results.md && cp $out/results.json $R/${prefix}results.json
   python benchmarks/quality_tables.py $out > $R/${prefix}supplementary.md
-  python benchmarks/quality_tables.py $out --paired_with shared > $R/${prefix}paired_with_shared.md
-  python benchmarks/quality_tables.py $out --paired_with group_no_sampling_noise_ablation \
-    > $R/${prefix}paired_with_group_no_noise.md
+  paired_tables $out $prefix
   python benchmarks/results/quality/baselines/selection_changes.py $out > $R/${prefix}selection_changes.md
-  grep -v -E "[0-9]+/[0-9]+ \[[0-9:]+<" outputs/benchmark/mt_many_to_one${budget}_experiment.log \
-    > $R/${prefix}experiment.log
+  without_progress_bars outputs/benchmark/mt_many_to_one${budget}_experiment.log > $R/${prefix}experiment.log
 done
 # Sessions 35-36: the 3,000-update systems over seeds 1-5 (seeds 4-5 from their own folder), paired through a folder
 # of links to both runs folders.
@@ -35,11 +39,9 @@ if [ -d $seeds45/runs ]; then
   done
   headsel-experiment $R/mt_many_to_one_3000_updates_seeds_4_5.yaml --tables_only > /dev/null
   cp $seeds45/results.md $R/3000_updates_seeds_4_5_results.md
-  python benchmarks/quality_tables.py $merged --paired_with shared > $R/3000_updates_seeds_1_5_paired_with_shared.md
-  python benchmarks/quality_tables.py $merged --paired_with group_no_sampling_noise_ablation \
-    > $R/3000_updates_seeds_1_5_paired_with_group_no_noise.md
+  paired_tables $merged 3000_updates_seeds_1_5_
   python benchmarks/results/quality/baselines/selection_changes.py $seeds45 > $R/3000_updates_seeds_4_5_selection_changes.md
-  grep -v -E "[0-9]+/[0-9]+ \[[0-9:]+<" ${seeds45}_experiment.log > $R/3000_updates_seeds_4_5_experiment.log
+  without_progress_bars ${seeds45}_experiment.log > $R/3000_updates_seeds_4_5_experiment.log
 fi
 # The plot: the 3,000-update panel over every seed run.
 panel_3000=outputs/benchmark/mt_many_to_one_3000_updates panel_seeds=" (seeds 1-3)"
