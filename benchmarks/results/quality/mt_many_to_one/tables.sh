@@ -10,6 +10,12 @@ paired_tables() {
   python benchmarks/quality_tables.py $1 --paired_with shared > $R/${2}paired_with_shared.md
   python benchmarks/quality_tables.py $1 --paired_with group_no_sampling_noise_ablation > $R/${2}paired_with_group_no_noise.md
 }
+# How far each selection moved; with a frozen-selection run in the folder (session 37), how far its logits travelled
+# from the frozen run's (the initial ones of the same seed) too.
+selection_changes() {
+  local frozen=group_no_sampling_noise_selection_frozen_ablation
+  python benchmarks/results/quality/baselines/selection_changes.py $1 $([ -d $1/runs/$frozen ] && echo --initial $frozen)
+}
 # An experiment log without its progress-bar lines.
 without_progress_bars() { grep -v -E "[0-9]+/[0-9]+ \[[0-9:]+<" $1; }
 for budget in "" _3000_updates; do
@@ -22,7 +28,7 @@ for budget in "" _3000_updates; do
   cp $out/results.md $R/${prefix}results.md && cp $out/results.json $R/${prefix}results.json
   python benchmarks/quality_tables.py $out > $R/${prefix}supplementary.md
   paired_tables $out $prefix
-  python benchmarks/results/quality/baselines/selection_changes.py $out > $R/${prefix}selection_changes.md
+  selection_changes $out > $R/${prefix}selection_changes.md
   without_progress_bars outputs/benchmark/mt_many_to_one${budget}_experiment.log > $R/${prefix}experiment.log
 done
 # Sessions 35-36: the 3,000-update systems over seeds 1-5 (seeds 4-5 from their own folder), paired through a folder
@@ -40,7 +46,7 @@ if [ -d $seeds45/runs ]; then
   headsel-experiment $R/mt_many_to_one_3000_updates_seeds_4_5.yaml --tables_only > /dev/null
   cp $seeds45/results.md $R/3000_updates_seeds_4_5_results.md
   paired_tables $merged 3000_updates_seeds_1_5_
-  python benchmarks/results/quality/baselines/selection_changes.py $seeds45 > $R/3000_updates_seeds_4_5_selection_changes.md
+  selection_changes $seeds45 > $R/3000_updates_seeds_4_5_selection_changes.md
   without_progress_bars ${seeds45}_experiment.log > $R/3000_updates_seeds_4_5_experiment.log
 fi
 # The plot: the 3,000-update panel over every seed run.
@@ -52,5 +58,6 @@ python benchmarks/quality_plot.py --reference shared \
   --panel "3,000 updates$panel_seeds" $panel_3000 \
   --system group "Group (the paper's recipe)" --system group_no_sampling_noise_ablation "Group, no noise (ablation)" \
   --system adapters_as_many_parameters_as_group_trained_with_the_model_ablation "Adapters, as many parameters (ablation)" \
+  --system group_no_sampling_noise_selection_frozen_ablation "Group, no noise, selection frozen (ablation)" \
   --system subset "Subset" --system task_specific_cross_attention_source "Task-specific cross-attention (source)" \
   --output $R/against_shared.png > $R/against_shared.md
