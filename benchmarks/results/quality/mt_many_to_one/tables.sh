@@ -31,7 +31,9 @@ for budget in "" _3000_updates; do
   selection_changes $out > $R/${prefix}selection_changes.md
   without_progress_bars outputs/benchmark/mt_many_to_one${budget}_experiment.log > $R/${prefix}experiment.log
 done
-# Sessions 35-36: the 3,000-update systems over seeds 1-5 (seeds 4-5 from their own folder), paired through a folder
+# The plot's 3,000-update panel: seeds 1-3, or every seed run when seeds 4-5 exist (below).
+panel_3000=outputs/benchmark/mt_many_to_one_3000_updates panel_seeds=" (seeds 1-3)"
+# Sessions 35-37: the 3,000-update systems over seeds 1-5 (seeds 4-5 from their own folder), paired through a folder
 # of links to both runs folders.
 seeds45=outputs/benchmark/mt_many_to_one_3000_updates_seeds_4_5
 if [ -d $seeds45/runs ]; then
@@ -48,11 +50,8 @@ if [ -d $seeds45/runs ]; then
   paired_tables $merged 3000_updates_seeds_1_5_
   selection_changes $seeds45 > $R/3000_updates_seeds_4_5_selection_changes.md
   without_progress_bars ${seeds45}_experiment.log > $R/3000_updates_seeds_4_5_experiment.log
+  panel_3000=$merged panel_seeds=" (seeds 1-5)"
 fi
-# The plot: the 3,000-update panel over every seed run.
-panel_3000=outputs/benchmark/mt_many_to_one_3000_updates panel_seeds=" (seeds 1-3)"
-[ -d outputs/benchmark/mt_many_to_one_3000_updates_seeds_1_5 ] \
-  && panel_3000=outputs/benchmark/mt_many_to_one_3000_updates_seeds_1_5 panel_seeds=" (seeds 1-5)"
 python benchmarks/quality_plot.py --reference shared \
   --panel "1,000 updates (seeds 1-3)" outputs/benchmark/mt_many_to_one \
   --panel "3,000 updates$panel_seeds" $panel_3000 \
