@@ -3,13 +3,18 @@
 
     python benchmarks/results/gpu_2026-11-26_s32/summarize.py
 
-Per run of `mt_runs.tgz`: the training loss logged every 500 updates, the test loss, BLEU, empty outputs and the
-training speed; per recipe of `mt_screen.tgz`: the training loss logged every 100 updates, read from the lane logs
-(five of the six lanes were stopped at their time limit before their runs wrote `trainer_state.json`).
+Per finished run of `mt_runs.tgz`: the training loss every time it was logged, the test loss, BLEU, empty outputs and
+the training speed; per lane of `mt_screen.tgz`: its run, the training losses it logged and the updates it reached,
+read from the lane log (lanes stopped at their time limit before their runs wrote `trainer_state.json`).
+A later GPU session's folder with tarballs of the same kinds, named:
+
+    python benchmarks/results/gpu_2026-11-26_s32/summarize.py benchmarks/results/gpu_2026-11-27_s38 \
+        --runs mt_runs.tgz --lanes s38_diagnosis.tgz
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import re
 import tarfile
@@ -22,7 +27,7 @@ HERE = Path(__file__).resolve().parent
 def benchmark_runs(root: Path) -> None:
     print("| run | training loss every 500 updates | test loss | BLEU | empty outputs | updates/s |")
     print("|---|---|---:|---:|---:|---:|")
-    for run in sorted((root / "mt_one_to_many_2000_updates" / "runs").glob("*/seed*")):
+    for run in sorted(root.glob("*/runs/*/seed*")):
         if not (run / "all_results.json").exists():
             print(f"| {run.parent.name}/{run.name} | not finished | | | | |")
             continue
@@ -36,24 +41,32 @@ def benchmark_runs(root: Path) -> None:
 
 
 def screen_lanes(root: Path) -> None:
-    print("\n| recipe | training loss every 100 updates | updates reached |")
-    print("|---|---|---:|")
+    print("\n| lane | run | training losses logged | updates reached |")
+    print("|---|---|---|---:|")
     for log in sorted(root.glob("lane*.txt")):
         text = log.read_text(errors="replace").replace("\r", "\n")
-        run = re.search(r"runs/([a-z0-9_]+)/seed1", text).group(1)
+        run = re.search(r"runs/([a-z0-9_]+/seed\d+)", text).group(1)
         losses = re.findall(r"\{'loss': '([0-9.]+)'", text)
-        reached = re.findall(r"(\d+)/1000 \[", text)
-        print(f"| {run} | {', '.join(losses)} | {reached[-1] if reached else '?'} |")
+        steps = re.search(r"max_steps=(\d+)", text).group(1)  # from the logged training arguments
+        reached = re.findall(rf"(\d+)/{steps} \[", text)  # the training bar (the others count runs, examples)
+        print(f"| {log.stem} | {run} | {', '.join(losses)} | {reached[-1] if reached else '?'} |")
 
 
 def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("folder", nargs="?", type=Path, default=HERE, help="the folder holding the tarballs")
+    parser.add_argument("--runs", nargs="*", default=["mt_runs.tgz"], help="tarballs of run folders")
+    parser.add_argument("--lanes", nargs="*", default=["mt_screen.tgz"], help="tarballs of lane logs")
+    options = parser.parse_args()
     with tempfile.TemporaryDirectory() as folder:
         root = Path(folder)
-        for name in ("mt_runs.tgz", "mt_screen.tgz"):
-            with tarfile.open(HERE / name) as archive:
+        for name in [*options.runs, *options.lanes]:
+            with tarfile.open(options.folder / name) as archive:
                 archive.extractall(root / name, filter="data")
-        benchmark_runs(root / "mt_runs.tgz")
-        screen_lanes(root / "mt_screen.tgz")
+        for name in options.runs:
+            benchmark_runs(root / name)
+        for name in options.lanes:
+            screen_lanes(root / name)
 
 
 if __name__ == "__main__":
