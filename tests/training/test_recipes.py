@@ -24,6 +24,7 @@ import hf_headsel
 from headsel_recipes import run
 from headsel_recipes.data import DataError
 from headsel_recipes.metrics import UNLEARNED_SHARE, unusable_share
+from headsel_recipes.recipe import selection_noise, warn_if_unlearned
 from headsel_recipes.tasks import ASR, MT, ST
 from headsel_recipes.tokenizer import train_marian_tokenizer
 
@@ -78,6 +79,36 @@ def test_asr_end_to_end_with_bad_rows(speech_corpus, tmp_path, caplog):
     tokens = model.generate(features.input_features, attention_mask=features.attention_mask,
                             encoder_task_ids=torch.tensor([1]), decoder_task_ids=torch.tensor([1]), max_length=5)
     assert tokens.shape[0] == 1
+
+
+@pytest.mark.parametrize("overrides, noise", [
+    ({}, 1.0),  # group, H' = 2H: draws a noisy selection (the paper's scale)
+    ({"head_selection_noise_scale": 0.25}, 0.25),
+    ({"head_selection_noise_scale": 0.0}, 0.0),
+    ({"head_selection_strategy": "task_specific"}, 0.0),  # fixed heads: nothing drawn
+    ({"total_encoder_attention_heads": 4, "total_decoder_attention_heads": 4}, 0.0),  # H' = H: every head used
+])
+def test_selection_noise_is_the_scale_a_selection_is_drawn_with(marian, overrides, noise):
+    components = {"head_selection_components": ["encoder_self", "decoder_self", "decoder_cross"]}
+    assert selection_noise(marian.model(**components, **overrides)) == noise
+
+
+def test_selection_noise_of_a_stock_model_is_zero(marian):
+    assert selection_noise(marian.stock_model()) == 0.0
+
+
+@pytest.mark.parametrize("share, noise, warnings", [
+    (0.9, 1.0, ["has not learned its task", "head_selection_noise_scale=1)"]),
+    (0.9, 0.0, ["has not learned its task"]),
+    (0.1, 1.0, []),
+    (None, 1.0, []),
+])
+def test_an_unlearned_run_names_the_sampling_noise(caplog, share, noise, warnings):
+    with caplog.at_level(logging.WARNING, logger="headsel_recipes"):
+        warn_if_unlearned(share, "predict", noise)
+    assert len(caplog.records) == len(warnings)
+    for record, expected in zip(caplog.records, warnings):
+        assert expected in record.getMessage()
 
 
 def test_st_fairseq_manifests_domains(speech_corpus, tmp_path):

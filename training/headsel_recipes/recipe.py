@@ -303,18 +303,33 @@ def score(trainer: HeadSelSeq2SeqTrainer, metrics: TaskMetrics, dataset, prefix:
             write_predictions(predictions_path(trainer.args.output_dir), dataset,
                               metrics.last_hypotheses)
     results[f"{prefix}_samples"] = len(dataset)
-    warn_if_unlearned(results.get(unusable_key(prefix)), prefix)
+    warn_if_unlearned(results.get(unusable_key(prefix)), prefix, selection_noise(trainer.model))
     trainer.log_metrics(prefix, results)
     trainer.save_metrics(prefix, results)
     return results
 
 
-def warn_if_unlearned(share: float | None, split: str) -> None:
+def warn_if_unlearned(share: float | None, split: str, noise_scale: float = 0.0) -> None:
     """Say so when most hypotheses of a split are empty or looping: the model has not learned its task (a recipe
-    that does not suit the model, or too few updates), and its BLEU or WER compares nothing (its loss still can)."""
-    if is_unlearned(share):
-        logger.warning("%.0f%% of the %s hypotheses are empty or looping (`%s`): the model has not learned its task; "
-                       "its BLEU or WER compares nothing (its loss still can)", 100 * share, split, unusable_key(split))
+    that does not suit the model, or too few updates), and its BLEU or WER compares nothing (its loss still can).
+    With `noise_scale` > 0 (a head selection drawn with sampling noise in training) the warning names the noise,
+    measured to keep models that underfit on this plateau."""
+    if not is_unlearned(share):
+        return
+    logger.warning("%.0f%% of the %s hypotheses are empty or looping (`%s`): the model has not learned its task; "
+                   "its BLEU or WER compares nothing (its loss still can)", 100 * share, split, unusable_key(split))
+    if noise_scale > 0:
+        logger.warning("the head selection trained with sampling noise (head_selection_noise_scale=%g), which was "
+                       "measured to hold models that underfit on this plateau (benchmarks/RESULTS.md: 'Full size on a "
+                       "GPU', 'How much sampling noise'); try --head_selection_noise_scale 0", noise_scale)
+
+
+def selection_noise(model) -> float:
+    """The sampling-noise scale `model` draws its head selection with in training: 0 where it draws none (a stock
+    or adapter model, or only task-specific or `H' = H` components, which learn no selection)."""
+    selectors = getattr(model, "head_selection", {})
+    learns = any(selector.learned and selector.total_heads > selector.heads for selector in selectors.values())
+    return float(model.config.head_selection_noise_scale) if learns else 0.0
 
 
 def run(task: RecipeTask, args: list[str] | None = None) -> RecipeResult:
