@@ -44,6 +44,11 @@ class HeadSelector(nn.Module):
         self.learned = strategy != "task_specific"
         self.logits = nn.Parameter(torch.zeros(num_tasks, num_layers, total_heads)) if self.learned else None
 
+    @property
+    def chooses(self) -> bool:
+        """Whether the component learns a choice: a learned strategy with more candidates than slots (`H' > H`)."""
+        return self.learned and self.total_heads > self.heads
+
     def extra_repr(self) -> str:
         return (
             f"strategy={self.strategy}, tasks={self.num_tasks}, layers={self.num_layers}, "
@@ -125,7 +130,7 @@ class HeadSelector(nn.Module):
 
         `None` when the component learns nothing (task-specific strategy, or `H' = H`: every head always used).
         """
-        if not self.learned or self.total_heads == self.heads:
+        if not self.chooses:
             return None
         prior = self.heads / self.total_heads
         logits = self._live_logits().float()

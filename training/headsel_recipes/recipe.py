@@ -327,9 +327,8 @@ def warn_if_unlearned(share: float | None, split: str, noise_scale: float = 0.0)
 def selection_noise(model) -> float:
     """The sampling-noise scale `model` draws its head selection with in training: 0 where it draws none (a stock
     or adapter model, or only task-specific or `H' = H` components, which learn no selection)."""
-    selectors = getattr(model, "head_selection", {})
-    learns = any(selector.learned and selector.total_heads > selector.heads for selector in selectors.values())
-    return float(model.config.head_selection_noise_scale) if learns else 0.0
+    chooses = any(selector.chooses for selector in getattr(model, "head_selection", {}).values())
+    return float(model.config.head_selection_noise_scale) if chooses else 0.0
 
 
 def run(task: RecipeTask, args: list[str] | None = None) -> RecipeResult:
