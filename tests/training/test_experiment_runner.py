@@ -24,7 +24,7 @@ from headsel_recipes.cli.experiment import main as run_experiment_command
 from headsel_recipes.experiment.runner import CLAIM_FILE, Lane, plan_runs, run_experiment, run_flags, train_all
 from headsel_recipes.experiment.spec import parse_experiment
 from headsel_recipes.experiment.tables import UNSUPPORTED
-from headsel_recipes.results_keys import score_key, unusable_key
+from headsel_recipes.results_keys import TRAIN_LOSS_EVAL_MODE, TRAIN_LOSS_TRAIN_MODE, score_key, unusable_key
 from headsel_recipes.tasks import TASKS
 
 ALL_LAYOUTS = ["avg_high_low", "per_task", "per_domain", "train_zero_shot", "components", "sweep"]
@@ -231,6 +231,25 @@ def test_runs_that_did_not_learn_are_named_in_the_report(tmp_path, caplog):
     results = run_experiment(experiment, TASKS, fake_recipe(scores, []), tables_only=True)
     assert results["systems"]["Adapter"]["seeds"]["1"]["unusable"] == 0.6667
     assert "- Adapter (seed 1): 67% of the hypotheses empty or looping" in (tmp_path / "exp/results.md").read_text()
+
+
+def test_runs_that_work_only_with_their_training_noise_are_named_in_the_report(tmp_path):
+    """A run whose model scores its training examples far worse in evaluation mode than in training mode is named
+    above the tables with both losses, which `results.json` keeps; a run with the usual small gap is not."""
+    experiment = lanes_experiment(tmp_path)
+    scores = {"joint": {"tedx": 10.0}, "adapter": {"tedx": 12.0}, "group": {"tedx": 11.0}}
+    run_experiment(experiment, TASKS, fake_recipe(scores, []))
+    for system, losses in (("group", (6.67, 4.71)), ("joint", (4.60, 4.70))):
+        (tmp_path / f"exp/runs/{system}/seed1/train_results.json").write_text(json.dumps(
+            {TRAIN_LOSS_EVAL_MODE: losses[0], TRAIN_LOSS_TRAIN_MODE: losses[1]}))
+    results = run_experiment(experiment, TASKS, fake_recipe(scores, []), tables_only=True)
+    markdown = (tmp_path / "exp/results.md").read_text()
+    warning = markdown[markdown.index("**Runs that did not learn their task**"):markdown.index("###")]
+    assert ("- Group (seed 1): works only with its training-time noise (loss on training examples 6.67 in "
+            "evaluation mode, 4.71 in training mode)") in warning
+    assert "Joint" not in warning and "Group (seed 2)" not in warning
+    assert results["systems"]["Joint"]["seeds"]["1"]["mode_losses"] == [4.60, 4.70]
+    assert results["systems"]["Group"]["seeds"]["2"]["mode_losses"] is None
 
 
 def test_lanes_share_the_runs_and_wait_for_init_from_sources(tmp_path):

@@ -23,8 +23,9 @@ from transformers import (
 import hf_headsel
 from headsel_recipes import run
 from headsel_recipes.data import DataError
-from headsel_recipes.metrics import UNLEARNED_SHARE, unusable_share
-from headsel_recipes.recipe import selection_noise, warn_if_unlearned
+from headsel_recipes.metrics import NOISE_DEPENDENCE_NATS, UNLEARNED_SHARE, unusable_share
+from headsel_recipes.recipe import selection_noise, warn_if_noise_dependent, warn_if_unlearned
+from headsel_recipes.results_keys import TRAIN_LOSS_EVAL_MODE, TRAIN_LOSS_TRAIN_MODE
 from headsel_recipes.tasks import ASR, MT, ST
 from headsel_recipes.tokenizer import train_marian_tokenizer
 
@@ -109,6 +110,38 @@ def test_an_unlearned_run_names_the_sampling_noise(caplog, share, noise, warning
     assert len(caplog.records) == len(warnings)
     for record, expected in zip(caplog.records, warnings):
         assert expected in record.getMessage()
+
+
+def test_mode_losses_score_the_model_without_and_with_its_training_noise(text_corpus, tmp_path):
+    out = tmp_path / "shared"
+    result = run(MT, tiny_flags(out, speech=False) + [
+        "--shared_baseline", "--train_file", str(text_corpus / "train.jsonl"), "--do_train"])
+    recorded = read_json(out / "train_results.json")
+    # the tiny stock model has no dropout: the same function in both modes, so the same loss
+    assert recorded[TRAIN_LOSS_EVAL_MODE] == recorded[TRAIN_LOSS_TRAIN_MODE] > 0
+
+    trainer = result.trainer
+    for module in trainer.model.modules():
+        if isinstance(getattr(module, "dropout", None), float):
+            module.dropout = 0.3
+    was_training, random_state = trainer.model.training, torch.get_rng_state()
+    eval_mode, train_mode = trainer.mode_losses(trainer.train_dataset)
+    # evaluation mode ignores dropout; training mode draws it, seeded, and leaves no trace
+    assert eval_mode == pytest.approx(recorded[TRAIN_LOSS_EVAL_MODE], abs=1e-6) and train_mode != eval_mode
+    assert trainer.model.training == was_training and torch.equal(torch.get_rng_state(), random_state)
+    assert trainer.mode_losses(trainer.train_dataset) == (eval_mode, train_mode)
+
+
+@pytest.mark.parametrize("eval_mode, train_mode, warns", [
+    (6.7, 4.7, True),  # the depth benchmark's broken adapters seed: it works only with dropout on
+    (4.7 + NOISE_DEPENDENCE_NATS + 0.01, 4.7, True),
+    (4.7 + NOISE_DEPENDENCE_NATS - 0.01, 4.7, False),
+    (4.6, 4.7, False),  # evaluation mode better: the usual case
+])
+def test_a_model_that_needs_its_training_noise_is_called_so(caplog, eval_mode, train_mode, warns):
+    with caplog.at_level(logging.WARNING, logger="headsel_recipes"):
+        warn_if_noise_dependent(eval_mode, train_mode)
+    assert ("works only with its training-time noise" in caplog.text) == warns
 
 
 def test_st_fairseq_manifests_domains(speech_corpus, tmp_path):

@@ -32,6 +32,11 @@ DEGENERATE_RUN = re.compile(r"(.)\1{5,}")
 LOOPING_WORDS = re.compile(r"(?<!\S)(\S+)(?:\s+\1){3,}(?!\S)")
 # From this share of unusable hypotheses on, a run has not learned its task: its BLEU or WER compares nothing.
 UNLEARNED_SHARE = 0.5
+# From this many nats per token more on training examples in evaluation mode than in training mode, a trained model
+# works only with its training-time noise. Of 82 saved MT benchmark runs (32 test pairs of three directions each,
+# benchmarks/results/quality/mt_one_to_many_deep/dropout_gap.py), 79 score 0.01-0.32 nats better in evaluation mode;
+# the three that work only with dropout on (6 + 6-layer post-norm models) score 1.6-2.5 nats worse.
+NOISE_DEPENDENCE_NATS = 0.5
 BOOTSTRAP_SEED = 12345  # sacrebleu's default seed for its own bootstrap
 CONFIDENCE = 0.95
 RESAMPLE_CHUNK_CELLS = 2_000_000  # resamples x sentences drawn per chunk (bounds the memory of the index matrix)
@@ -266,6 +271,13 @@ def is_unlearned(unusable: float | None) -> bool:
     """Whether a run with this share of unusable hypotheses ([`unusable_share`]; `None`: not recorded) has not learned
     its task: from [`UNLEARNED_SHARE`] on."""
     return unusable is not None and unusable >= UNLEARNED_SHARE
+
+
+def is_noise_dependent(eval_mode: float | None, train_mode: float | None) -> bool:
+    """Whether a trained model whose cross-entropy on training examples is `eval_mode` in evaluation mode and
+    `train_mode` in training mode (`HeadSelSeq2SeqTrainer.mode_losses`; `None`: not recorded) works only with its
+    training-time noise (dropout, sampling noise): worse without it by more than [`NOISE_DEPENDENCE_NATS`]."""
+    return eval_mode is not None and train_mode is not None and eval_mode - train_mode > NOISE_DEPENDENCE_NATS
 
 
 def unusable_share(hypotheses: list[str]) -> float:

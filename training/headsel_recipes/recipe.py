@@ -18,11 +18,11 @@ from .arguments import DataArguments, HeadSelectionArguments, ModelArguments, Re
 from .audio import SpecAugment
 from .collator import Seq2SeqCollator
 from .data import DataError, collect_tasks, load_splits
-from .metrics import TaskMetrics, is_unlearned
+from .metrics import TaskMetrics, is_noise_dependent, is_unlearned
 from .modeling import build_model, checkpoint_tasks, find_checkpoints, load_averaged_weights
 from .publishing import publish, take_push_to_hub
 from .preprocess import PrepareContext, SplitReport, prepare_split, write_report
-from .results_keys import predictions_path, unusable_key
+from .results_keys import TRAIN_LOSS_EVAL_MODE, TRAIN_LOSS_TRAIN_MODE, predictions_path, unusable_key
 from .tokenizer import (
     has_tokenizer,
     lang_token,
@@ -283,7 +283,10 @@ def train(trainer: HeadSelSeq2SeqTrainer, train_size: int, data_args: DataArgume
     if data_args.average_last_n > 0:
         average_last_checkpoints(trainer, data_args.average_last_n)
     trainer.save_model()
-    metrics = {**output.metrics, "train_samples": train_size}
+    eval_mode, train_mode = trainer.mode_losses(trainer.train_dataset)
+    warn_if_noise_dependent(eval_mode, train_mode)
+    metrics = {**output.metrics, "train_samples": train_size, TRAIN_LOSS_EVAL_MODE: eval_mode,
+               TRAIN_LOSS_TRAIN_MODE: train_mode}
     trainer.log_metrics("train", metrics)
     trainer.save_metrics("train", metrics)
     trainer.save_state()
@@ -322,6 +325,20 @@ def warn_if_unlearned(share: float | None, split: str, noise_scale: float = 0.0)
         logger.warning("the head selection trained with sampling noise (head_selection_noise_scale=%g), which was "
                        "measured to hold models that underfit on this plateau (benchmarks/RESULTS.md: 'Full size on a "
                        "GPU', 'How much sampling noise'); try --head_selection_noise_scale 0", noise_scale)
+
+
+def warn_if_noise_dependent(eval_mode: float, train_mode: float) -> None:
+    """Say so when a trained model scores its own training examples far worse in evaluation mode than with its
+    training-time noise on ([`HeadSelSeq2SeqTrainer.mode_losses`], [`is_noise_dependent`]): it has learned to work
+    only with that noise (in the 6 + 6-layer CPU benchmark, stock models included, the decoder held one vector at
+    every target position without dropout), so its evaluation and test scores will be far from its training loss."""
+    if not is_noise_dependent(eval_mode, train_mode):
+        return
+    logger.warning("on training examples the model's loss is %.2f in evaluation mode and %.2f in training mode "
+                   "(`%s`, `%s`): it works only with its training-time noise (dropout, sampling noise), and its "
+                   "evaluation and test scores will not follow its training loss. Seen in deep post-norm models, "
+                   "where a lower --learning_rate avoided it (training/README.md, 'Runs that did not learn')",
+                   eval_mode, train_mode, TRAIN_LOSS_EVAL_MODE, TRAIN_LOSS_TRAIN_MODE)
 
 
 def selection_noise(model) -> float:

@@ -11,7 +11,9 @@ recipes' scores ([`headsel_recipes.metrics.TaskMetrics`], which returns them wit
 
 each with `_ci_low` / `_ci_high` companions (the bounds of its bootstrap interval) when `--bootstrap_resamples` > 0.
 `{split}_loss` is the Trainer's loss (nats per target token); `{split}_unusable` the share of hypotheses that are
-empty or looping ([`headsel_recipes.metrics.is_unusable`]). `metric` is `wer` or `bleu`.
+empty or looping ([`headsel_recipes.metrics.is_unusable`]). `metric` is `wer` or `bleu`. `train_results.json` adds
+[`TRAIN_LOSS_EVAL_MODE`] and [`TRAIN_LOSS_TRAIN_MODE`]: the trained model's cross-entropy on a few hundred training
+examples without and with its training-time noise (`HeadSelSeq2SeqTrainer.mode_losses`).
 """
 
 from __future__ import annotations
@@ -28,6 +30,8 @@ POOLED = "pooled"
 INTERVAL_SUFFIXES = ("_ci_low", "_ci_high")
 #: The name of the share of empty or looping hypotheses (not a metric of the tasks; see [`unusable_key`]).
 UNUSABLE = "unusable"
+#: The trained model's cross-entropy on training examples in evaluation mode and in training mode (dropout on).
+TRAIN_LOSS_EVAL_MODE, TRAIN_LOSS_TRAIN_MODE = "train_loss_eval_mode", "train_loss_train_mode"
 
 
 @dataclass(frozen=True)

@@ -29,6 +29,8 @@ logger = logging.getLogger(__name__)
 
 IGNORE_INDEX = -100
 SCHEDULES = ("constant", "linear", "exponential")
+#: How many training examples [`HeadSelSeq2SeqTrainer.mode_losses`] scores after training (a few batches).
+MODE_CHECK_EXAMPLES = 256
 
 
 def label_smoothed_nll(logits: torch.Tensor, labels: torch.Tensor, epsilon: float) -> torch.Tensor:
@@ -126,6 +128,33 @@ class HeadSelSeq2SeqTrainer(Seq2SeqTrainer):
         if generated is not None:
             generated[:, 1:prefix.shape[1]] = self.model.config.pad_token_id
         return loss, generated, labels
+
+    @torch.no_grad()
+    def mode_losses(self, dataset, examples: int = MODE_CHECK_EXAMPLES) -> tuple[float, float]:
+        """The cross-entropy (nats per target token, no label smoothing, no KL) of `examples` examples spread
+        evenly over `dataset`, batched as for evaluation, in evaluation mode and in training mode (dropout, and a
+        head selection's sampling noise, on): `(eval_mode, train_mode)`. A model that has learned its task scores
+        about the same in both or better in evaluation mode; one far worse in evaluation mode works only with its
+        training-time noise (see `recipe.warn_if_noise_dependent`). The random state and the model's mode are
+        restored afterwards, so training or scoring after this call is unchanged."""
+        indices = torch.linspace(0, len(dataset) - 1, min(examples, len(dataset))).long().unique().tolist()
+        loader = self.get_test_dataloader(dataset.select(indices))  # evaluation batches, no cached loader
+        model, was_training = self.model, self.model.training
+        losses = []
+        with torch.random.fork_rng():
+            for training in (False, True):
+                model.train(training)
+                torch.manual_seed(self.args.seed)
+                total, tokens = 0.0, 0
+                for inputs in loader:
+                    inputs = self._prepare_inputs(inputs)
+                    inputs.pop("decoder_prefix_ids", None)
+                    count = int((inputs["labels"] != IGNORE_INDEX).sum())
+                    total += float(label_smoothed_nll(model(**inputs).logits, inputs["labels"], 0.0)) * count
+                    tokens += count
+                losses.append(total / max(tokens, 1))
+        model.train(was_training)
+        return losses[0], losses[1]
 
     # ---- optimizer ----------------------------------------------------------------------------------------------
 

@@ -1,7 +1,7 @@
 # Copyright 2026 The hf-headsel authors. Licensed under the Apache License, Version 2.0.
 """The scores of an experiment's finished runs: per system, per seed, per group, with bootstrap intervals.
 
-Read from each run's `{split}_results.json` (the keys: [`headsel_recipes.results_keys`]); a system trained in parts
+Read from each run's `{split}_results.json` and `train_results.json` (the keys: [`headsel_recipes.results_keys`]); a system trained in parts
 gets its parts' groups merged; whether a system can do zero-shot directions comes from its trained model's config.
 """
 
@@ -14,6 +14,8 @@ from pathlib import Path
 
 from ..metrics import unusable_share
 from ..results_keys import (
+    TRAIN_LOSS_EVAL_MODE,
+    TRAIN_LOSS_TRAIN_MODE,
     group_scores,
     predictions_path,
     read_predictions,
@@ -36,6 +38,8 @@ class SeedScores:
     intervals: dict[str, tuple[float, float]] = field(default_factory=dict)
     mean_interval: tuple[float, float] | None = None
     unusable: float | None = None  # the share of empty or looping hypotheses (`None`: the run did not write it)
+    # the trained model's loss on training examples in evaluation and in training mode (`None`: not recorded)
+    mode_losses: tuple[float, float] | None = None
 
 
 @dataclass
@@ -75,6 +79,9 @@ def read_run_scores(run_folder: Path, split: str, metric: str) -> SeedScores:
     predictions = predictions_path(run_folder)
     if scores.unusable is None and split == "predict" and predictions.exists():  # a run from before the key
         scores.unusable = unusable_share([row["prediction"] for row in read_predictions(predictions)])
+    train = read_results(run_folder, "train") if results_path(run_folder, "train").exists() else {}
+    if TRAIN_LOSS_EVAL_MODE in train and TRAIN_LOSS_TRAIN_MODE in train:
+        scores.mode_losses = (train[TRAIN_LOSS_EVAL_MODE], train[TRAIN_LOSS_TRAIN_MODE])
     return scores
 
 
@@ -91,6 +98,8 @@ def merge_parts(parts: dict[str, SeedScores], system: str) -> SeedScores:
         merged.intervals.update(scores.intervals)
     shares = [scores.unusable for scores in parts.values() if scores.unusable is not None]
     merged.unusable = max(shares) if shares else None  # the part that learned least
+    gaps = [scores.mode_losses for scores in parts.values() if scores.mode_losses is not None]
+    merged.mode_losses = max(gaps, key=lambda pair: pair[0] - pair[1]) if gaps else None  # the most noise-dependent
     return merged
 
 

@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from ..arguments import RecipeTask
-from ..metrics import is_unlearned
+from ..metrics import is_noise_dependent, is_unlearned
 from .scores import SystemScores, collect_scores
 from .spec import Experiment, TableSpec
 
@@ -230,10 +230,20 @@ def _is_number(text: str) -> bool:
 
 
 def unlearned_runs(scores: dict[str, SystemScores]) -> list[str]:
-    """The runs, `"System (seed N): P% ..."`, whose hypotheses are mostly empty or looping ([`is_unlearned`])."""
-    return [f"{name} (seed {seed}): {100 * seed_scores.unusable:.0f}% of the hypotheses empty or looping"
-            for name, entry in scores.items() for seed, seed_scores in entry.seeds.items()
-            if is_unlearned(seed_scores.unusable)]
+    """The runs, `"System (seed N): ..."`, whose hypotheses are mostly empty or looping ([`is_unlearned`]) or whose
+    model works only with its training-time noise ([`is_noise_dependent`])."""
+    runs = []
+    for name, entry in scores.items():
+        for seed, seed_scores in entry.seeds.items():
+            reasons = []
+            if is_unlearned(seed_scores.unusable):
+                reasons.append(f"{100 * seed_scores.unusable:.0f}% of the hypotheses empty or looping")
+            if seed_scores.mode_losses is not None and is_noise_dependent(*seed_scores.mode_losses):
+                reasons.append("works only with its training-time noise (loss on training examples {:.2f} in "
+                               "evaluation mode, {:.2f} in training mode)".format(*seed_scores.mode_losses))
+            if reasons:
+                runs.append(f"{name} (seed {seed}): " + "; ".join(reasons))
+    return runs
 
 
 def unlearned_section(scores: dict[str, SystemScores]) -> list[str]:
@@ -326,6 +336,7 @@ def system_json(entry: SystemScores) -> dict:
         "flags": entry.system.flags, "labels": entry.system.labels, "init_from": entry.system.init_from,
         "parts": sorted(entry.system.parts), "zero_shot": entry.zero_shot,
         "seeds": {str(seed): {"scores": s.groups, "ci": {g: list(ci) for g, ci in s.intervals.items()},
-                              "mean_ci": list(s.mean_interval) if s.mean_interval else None, "unusable": s.unusable}
+                              "mean_ci": list(s.mean_interval) if s.mean_interval else None, "unusable": s.unusable,
+                              "mode_losses": list(s.mode_losses) if s.mode_losses else None}
                   for seed, s in entry.seeds.items()},
     }
