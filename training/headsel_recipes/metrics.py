@@ -34,7 +34,7 @@ LOOPING_WORDS = re.compile(r"(?<!\S)(\S+)(?:\s+\1){3,}(?!\S)")
 UNLEARNED_SHARE = 0.5
 # From this many nats per token more on training examples in evaluation mode than in training mode, a trained model
 # works only with its training-time noise. Of 82 saved MT benchmark runs (32 test pairs of three directions each,
-# benchmarks/results/quality/mt_one_to_many_deep/dropout_gap.py), 79 score 0.01-0.32 nats better in evaluation mode;
+# benchmarks/results/quality/mt_one_to_many_deep/collapse.py), 79 score 0.01-0.32 nats better in evaluation mode;
 # the three that work only with dropout on (6 + 6-layer post-norm models) score 1.6-2.5 nats worse.
 NOISE_DEPENDENCE_NATS = 0.5
 BOOTSTRAP_SEED = 12345  # sacrebleu's default seed for its own bootstrap

@@ -1,8 +1,9 @@
 # Copyright 2026 The hf-headsel authors. Licensed under the Apache License, Version 2.0.
 """The scores of an experiment's finished runs: per system, per seed, per group, with bootstrap intervals.
 
-Read from each run's `{split}_results.json` and `train_results.json` (the keys: [`headsel_recipes.results_keys`]); a system trained in parts
-gets its parts' groups merged; whether a system can do zero-shot directions comes from its trained model's config.
+Read from each run's `{split}_results.json` and `train_results.json` (the keys: [`headsel_recipes.results_keys`]); a
+system trained in parts gets its parts' groups merged; whether a system can do zero-shot directions comes from its
+trained model's config.
 """
 
 from __future__ import annotations
