@@ -23,6 +23,9 @@ OMP_NUM_THREADS=4 step test_cuda 200 python3 -m pytest -q -p no:cacheprovider te
 wait
 echo "== lanes done $(date +%T)"
 step tables 60 python3 training/run_experiment.py "$EXPERIMENT" --tables_only
+# Added in session 39: whether each saved model needs its dropout and whether its encoder and decoder tell positions
+# apart (benchmarks/results/quality/mt_one_to_many_deep/README.md, "Models that work only with dropout on"); CPU.
+OMP_NUM_THREADS=8 step collapse 45 python3 benchmarks/results/quality/mt_one_to_many_deep/collapse.py "$RUNS"
 tar czf "$OUT/mt_runs.tgz" --exclude=model.safetensors --exclude=training_args.bin --exclude='*.spm' \
   --exclude=vocab.json --exclude='*.py' -C "$(dirname "$RUNS")" "$(basename "$RUNS")"
 grep -h "rc=\|passed\|failed" "$RES"/test_cuda.txt | tail -3

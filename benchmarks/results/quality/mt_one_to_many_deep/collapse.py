@@ -101,7 +101,8 @@ def header(first: str) -> str:
 def gap_table(runs: Path) -> None:
     print(header("run"))
     for run in sorted(path.parent for path in runs.glob("**/seed*/config.json")):
-        print(f"| {run.relative_to(runs)} | " + row(run))
+        has_weights = any(run.glob("model*.safetensors"))  # runs unpacked from a GPU call's tarball have none
+        print(f"| {run.relative_to(runs)} | " + (row(run) if has_weights else "no saved weights |"))
 
 
 def checkpoint_table(run: Path) -> None:
@@ -144,6 +145,5 @@ if __name__ == "__main__":
     parser.add_argument("--layers", action="store_true", help="one run: its decoder sublayers' spread")
     parser.add_argument("--checkpoints", action="store_true", help="one run: the table's row for every checkpoint")
     arguments = parser.parse_args()
-    torch.set_num_threads(1)
     table = layer_table if arguments.layers else checkpoint_table if arguments.checkpoints else gap_table
     table(arguments.runs)
