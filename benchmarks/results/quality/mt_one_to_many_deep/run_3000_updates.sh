@@ -1,7 +1,8 @@
 #!/bin/bash
-# Session 39: the depth probe (mt_one_to_many_deep_3000_updates.yaml: Shared and Group without the noise, seed 1,
-# 3,000 updates), alone on the 2-core machine in two lanes of one thread, resumable; then collapse.py over its runs
-# and checkpoints (3000_updates_collapse.md) and its tables (3000_updates_results.md). Logs without progress bars here.
+# Session 39: the depth probe (mt_one_to_many_deep_3000_updates.yaml: Shared and Group without the noise, seeds 1-2,
+# 3,000 updates; seed 2 added after seed 1), alone on the 2-core machine in two lanes of one thread, resumable; then collapse.py over its runs
+# and checkpoints (3000_updates_collapse.md) and its tables (3000_updates_results.md). Logs without progress bars here
+# (seed 1's launch: 3000_updates_seed1_lane*.log).
 cd "$(dirname "$0")/../../../.." || exit 1
 HERE=benchmarks/results/quality/mt_one_to_many_deep
 OUT=outputs/benchmark/mt_one_to_many_deep_3000_updates
@@ -17,5 +18,5 @@ cp $OUT/results.md $HERE/3000_updates_results.md
 table() { .venv/bin/python $HERE/collapse.py "$@" 2>/dev/null | grep '^|'; }
 {
   echo "### runs"; echo; table $OUT
-  for run in $OUT/runs/*/seed1; do echo; echo "### checkpoints of $run"; echo; table --checkpoints $run; done
+  for run in $OUT/runs/*/seed*; do echo; echo "### checkpoints of $run"; echo; table --checkpoints $run; done
 } > $HERE/3000_updates_collapse.md
