@@ -88,8 +88,9 @@ def output_spreads(model, inputs) -> tuple[float, float]:
 def row(run: Path, weights: Path | None = None) -> str:
     """One table row's cells: the losses of every direction, then the encoder's and the decoder's output spread."""
     model, tokenizer = load(run, weights)
-    cells = [losses(model, batch(run, tokenizer, model, lang)) for lang in DIRECTIONS]
-    encoder, decoder = output_spreads(model, batch(run, tokenizer, model, DIRECTIONS[0]))
+    batches = {lang: batch(run, tokenizer, model, lang) for lang in DIRECTIONS}
+    cells = [losses(model, batches[lang]) for lang in DIRECTIONS]
+    encoder, decoder = output_spreads(model, batches[DIRECTIONS[0]])
     return " | ".join(f"{e:.2f} / {t:.2f}" for e, t in cells) + f" | {encoder:.3f} | {decoder:.3f} |"
 
 
