@@ -1,7 +1,8 @@
 #!/bin/bash
 # Session 40: remedy_screen.yaml (the shared model at 6 + 6 layers, seed 1, four learning-rate / warmup settings),
 # alone on the 2-core machine in two lanes of one thread, resumable; then collapse.py over the runs and their
-# checkpoints (remedy_screen_collapse.md), the tables (remedy_screen_results.md) and the logged training losses.
+# checkpoints (remedy_screen_collapse.md) and the tables (remedy_screen_results.md). The training losses of the
+# README's table are read off remedy_screen_lane*.log (logged every 100 updates).
 cd "$(dirname "$0")/../../../.." || exit 1
 HERE=benchmarks/results/quality/mt_one_to_many_deep
 OUT=outputs/benchmark/mt_one_to_many_deep_remedy_screen

@@ -1,7 +1,7 @@
 #!/bin/bash
 # Session 40: the depth comparison at learning rate 0.001, warmup 400 (lr_0.001_warmup_400.yaml: four systems, seeds
 # 1-3), alone on the 2-core machine in two lanes of one thread, resumable; then its tables
-# (lr_0.001_warmup_400_results.md, paired tables) and collapse.py over its runs (lr_0.001_warmup_400_collapse.md).
+# (lr_0.001_warmup_400_results.md, _supplementary.md, the two paired tables) and collapse.py over its runs (lr_0.001_warmup_400_collapse.md).
 cd "$(dirname "$0")/../../../.." || exit 1
 HERE=benchmarks/results/quality/mt_one_to_many_deep
 NAME=lr_0.001_warmup_400
@@ -15,4 +15,9 @@ for lane in lane1 lane2; do
   tr '\r' '\n' < $OUT/$lane.log | grep -v -E "[0-9]+/[0-9]+ \[[0-9:]+<|^\s*$" > $HERE/${NAME}_$lane.log
 done
 cp $OUT/results.md $HERE/${NAME}_results.md
+python=.venv/bin/python
+$python benchmarks/quality_tables.py $OUT > $HERE/${NAME}_supplementary.md
+$python benchmarks/quality_tables.py $OUT --paired_with shared > $HERE/${NAME}_paired_with_shared.md
+$python benchmarks/quality_tables.py $OUT --paired_with group_no_sampling_noise_ablation \
+  > $HERE/${NAME}_paired_with_group_no_noise.md
 .venv/bin/python $HERE/collapse.py $OUT 2>/dev/null | grep '^|' > $HERE/${NAME}_collapse.md
