@@ -5,6 +5,9 @@
 # Session 41: the file now has seeds 1-5; `bash run_lr_0.001_warmup_400.sh seeds_4_5` ran seeds 4-5 (the runner skips
 # the finished seeds 1-3), kept their lane logs apart (lr_0.001_warmup_400_seeds_4_5_lane*.log) and rebuilt every
 # table over the five seeds.
+# Then the frozen-selection control added to the file: `bash run_lr_0.001_warmup_400.sh frozen` (only its five runs
+# ran; lane logs lr_0.001_warmup_400_frozen_lane*.log; every table rebuilt with it), and the last line, how far each
+# selection moved (lr_0.001_warmup_400_selection_changes.md), added after that run and run by hand.
 cd "$(dirname "$0")/../../../.." || exit 1
 HERE=benchmarks/results/quality/mt_one_to_many_deep
 NAME=lr_0.001_warmup_400
@@ -25,3 +28,4 @@ $python benchmarks/quality_tables.py $OUT --paired_with shared > $HERE/${NAME}_p
 $python benchmarks/quality_tables.py $OUT --paired_with group_no_sampling_noise_ablation \
   > $HERE/${NAME}_paired_with_group_no_noise.md
 .venv/bin/python $HERE/collapse.py $OUT 2>/dev/null | grep '^|' > $HERE/${NAME}_collapse.md
+.venv/bin/python benchmarks/results/quality/baselines/selection_changes.py $OUT > $HERE/${NAME}_selection_changes.md  # session 41
