@@ -28,4 +28,4 @@ $python benchmarks/quality_tables.py $OUT --paired_with shared > $HERE/${NAME}_p
 $python benchmarks/quality_tables.py $OUT --paired_with group_no_sampling_noise_ablation \
   > $HERE/${NAME}_paired_with_group_no_noise.md
 .venv/bin/python $HERE/collapse.py $OUT 2>/dev/null | grep '^|' > $HERE/${NAME}_collapse.md
-.venv/bin/python benchmarks/results/quality/baselines/selection_changes.py $OUT > $HERE/${NAME}_selection_changes.md  # session 41
+$python benchmarks/results/quality/baselines/selection_changes.py $OUT > $HERE/${NAME}_selection_changes.md  # session 41
