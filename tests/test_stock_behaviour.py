@@ -684,6 +684,32 @@ def test_every_generate_option_gives_the_stock_output(family, case):
     assert_same(got, expected, case)
 
 
+def draft_model(family, kind: str):
+    """A draft for assisted decoding: a head-selection model or a stock one, its weights not the verifier's, so that
+    some of its candidates are rejected."""
+    draft = build(family, 2) if kind == "head_selection_draft" else family.stock_model_class(family.stock_config())
+    generator = torch.Generator().manual_seed(11)
+    with torch.no_grad():
+        for parameter in draft.parameters():
+            parameter.add_(0.5 * torch.randn(parameter.shape, generator=generator))
+    return draft.eval()
+
+
+@pytest.mark.parametrize("candidates", ["prompt_lookup", "head_selection_draft", "stock_draft"])
+def test_candidate_decoding_generates_what_greedy_decoding_does(family, candidates):
+    """Prompt-lookup and assisted decoding, greedy, one example at a time (as transformers requires): the model
+    verifies several candidate tokens in one step and crops its caches back to those it accepts, so it generates what
+    plain greedy decoding does, for each example's tasks. A stock draft drafts without the task keywords."""
+    model = build(family, 2)
+    extra = (dict(prompt_lookup_num_tokens=2) if candidates == "prompt_lookup"
+             else dict(assistant_model=draft_model(family, candidates)))
+    inputs = family.inputs()
+    for example in range(len(MIXED["decoder_task_ids"])):
+        kwargs = {key: value[example:example + 1] for key, value in (*inputs.items(), *MIXED.items())}
+        kwargs.update(do_sample=False, max_new_tokens=8, min_new_tokens=8)
+        assert torch.equal(model.generate(**kwargs, **extra), model.generate(**kwargs)), example
+
+
 # ---------------------------------------------------------------------------------------------------------------
 # (6) the whole model pickled and copied
 # ---------------------------------------------------------------------------------------------------------------

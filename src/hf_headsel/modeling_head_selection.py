@@ -30,6 +30,7 @@ from .conversion import export_task_model, from_stock
 from .eval_cache import EvalCacheMixin, version_of
 from .routing import (
     EVAL_WEIGHTS_KWARG,
+    LAYER_KWARGS,
     ROUTING_KWARG,
     Routing,
     TaskRoute,
@@ -431,6 +432,16 @@ class HeadSelectionModelMixin(HeadSelectionBaseModelMixin):
                 inputs_tensor, model_kwargs, model_input_name, generation_config)
         finally:  # the decoding steps route themselves (`forward`)
             model_kwargs.pop(ROUTING_KWARG, None)
+
+    def _get_candidate_generator(self, generation_config, input_ids, inputs_tensor, logits_processor, model_kwargs,
+                                 assistant_model=None, *args, **kwargs):
+        """Assisted decoding (`generate(..., assistant_model=draft)`): a draft that does not select heads (a stock
+        model) drafts without the task keywords, which it would refuse; a head-selection draft gets them and routes
+        by the same tasks. The candidates are verified by this model, routed as ever."""
+        if assistant_model is not None and not isinstance(assistant_model, HeadSelectionBaseModelMixin):
+            model_kwargs = {key: value for key, value in model_kwargs.items() if key not in LAYER_KWARGS}
+        return super()._get_candidate_generator(generation_config, input_ids, inputs_tensor, logits_processor,
+                                                model_kwargs, assistant_model, *args, **kwargs)
 
     def export_task_model(self, task: str | None = None, *, encoder_task: str | None = None,
                           decoder_task: str | None = None):
