@@ -710,6 +710,24 @@ def test_candidate_decoding_generates_what_greedy_decoding_does(family, candidat
         assert torch.equal(model.generate(**kwargs, **extra), model.generate(**kwargs)), example
 
 
+def test_resized_token_embeddings_give_the_resized_stock_model_and_reload(family, tmp_path):
+    """`resize_token_embeddings` (new tokens, a new `>>xx<<` language tag say) resizes as on the stock model: the
+    `H' = H` twin then gives the resized stock model's logits and tokens, and saves and reloads at the new size."""
+    stock, model = twin(family)
+    size = stock.config.vocab_size + 5
+    for resized in (stock, model):
+        seed_everything(7)  # the new rows are drawn: the same draw for both
+        resized.resize_token_embeddings(size)
+    assert model.config.vocab_size == size and model.get_output_embeddings().weight.shape[0] == size
+    forward = dict(**family.inputs(), decoder_input_ids=family.decoder_input_ids())
+    assert_same(model(**forward, **MIXED).logits, stock(**forward).logits, "logits")
+    kwargs = dict(**family.inputs(), do_sample=False, max_new_tokens=5)
+    assert torch.equal(model.generate(**kwargs, **MIXED), stock.generate(**kwargs))
+    model.save_pretrained(tmp_path)
+    loaded = family.model_class.from_pretrained(tmp_path).eval()
+    assert torch.equal(loaded(**forward, **MIXED).logits, model(**forward, **MIXED).logits)
+
+
 # ---------------------------------------------------------------------------------------------------------------
 # (6) the whole model pickled and copied
 # ---------------------------------------------------------------------------------------------------------------
