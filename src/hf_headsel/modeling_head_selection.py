@@ -15,6 +15,7 @@ imports only torch, transformers and its sibling modules (`adapters`, `configura
 
 from __future__ import annotations
 
+import inspect
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -435,10 +436,12 @@ class HeadSelectionModelMixin(HeadSelectionBaseModelMixin):
 
     def _get_candidate_generator(self, generation_config, input_ids, inputs_tensor, logits_processor, model_kwargs,
                                  assistant_model=None, *args, **kwargs):
-        """Assisted decoding (`generate(..., assistant_model=draft)`): a draft that does not select heads (a stock
-        model) drafts without the task keywords, which it would refuse; a head-selection draft gets them and routes
-        by the same tasks. The candidates are verified by this model, routed as ever."""
-        if assistant_model is not None and not isinstance(assistant_model, HeadSelectionBaseModelMixin):
+        """Assisted decoding (`generate(..., assistant_model=draft)`): a draft whose forward takes no task keywords (a
+        stock model) drafts without them, as it would refuse them; a head-selection draft (this package's or its
+        remote code) gets them, so it must know the same tasks. The candidates are verified by this model, routed
+        as ever, so the tokens do not depend on the draft."""
+        draft_forward = None if assistant_model is None else inspect.signature(assistant_model.forward).parameters
+        if draft_forward is not None and "decoder_task_ids" not in draft_forward:
             model_kwargs = {key: value for key, value in model_kwargs.items() if key not in LAYER_KWARGS}
         return super()._get_candidate_generator(generation_config, input_ids, inputs_tensor, logits_processor,
                                                 model_kwargs, assistant_model, *args, **kwargs)
