@@ -1,31 +1,26 @@
 #!/bin/bash
 # Session 40: the depth comparison at learning rate 0.001, warmup 400 (lr_0.001_warmup_400.yaml: four systems, seeds
 # 1-3), alone on the 2-core machine in two lanes of one thread, resumable; then its tables
-# (lr_0.001_warmup_400_results.md, _supplementary.md, the two paired tables) and collapse.py over its runs (lr_0.001_warmup_400_collapse.md).
+# (lr_0.001_warmup_400_results.md, _supplementary.md, the two paired tables) and collapse.py over its runs
+# (lr_0.001_warmup_400_collapse.md).
 # Session 41: the file now has seeds 1-5; `bash run_lr_0.001_warmup_400.sh seeds_4_5` ran seeds 4-5 (the runner skips
 # the finished seeds 1-3), kept their lane logs apart (lr_0.001_warmup_400_seeds_4_5_lane*.log) and rebuilt every
 # table over the five seeds.
 # Then the frozen-selection control added to the file: `bash run_lr_0.001_warmup_400.sh frozen` (only its five runs
 # ran; lane logs lr_0.001_warmup_400_frozen_lane*.log; every table rebuilt with it), and the last line, how far each
 # selection moved (lr_0.001_warmup_400_selection_changes.md), added after that run and run by hand.
-cd "$(dirname "$0")/../../../.." || exit 1
-HERE=benchmarks/results/quality/mt_one_to_many_deep
+source "$(dirname "$0")/record.sh"
 NAME=lr_0.001_warmup_400
 TAG=${1:+_$1}  # a later part keeps its lane logs apart
 OUT=outputs/benchmark/mt_one_to_many_deep_$NAME
-export OMP_WAIT_POLICY=PASSIVE OMP_NUM_THREADS=1 HF_HUB_OFFLINE=1 PYTHONPATH=src:training
-mkdir -p $OUT
-start=$(date +%s)
-.venv/bin/python training/run_experiment.py $HERE/$NAME.yaml --lanes 2 > $OUT/lane1.log 2>&1
-echo "rc=$? $(($(date +%s) - start)) s $(date -u +%FT%TZ) run_$NAME.sh $1" >> "$HERE/runs.txt"
+timed "run_$NAME.sh $1" $OUT/lane1.log $python training/run_experiment.py $HERE/$NAME.yaml --lanes 2
 for lane in lane1 lane2; do
-  tr '\r' '\n' < $OUT/$lane.log | grep -v -E "[0-9]+/[0-9]+ \[[0-9:]+<|^\s*$" > $HERE/${NAME}${TAG}_$lane.log
+  without_progress_bars $OUT/$lane.log $HERE/${NAME}${TAG}_$lane.log
 done
 cp $OUT/results.md $HERE/${NAME}_results.md
-python=.venv/bin/python
 $python benchmarks/quality_tables.py $OUT > $HERE/${NAME}_supplementary.md
 $python benchmarks/quality_tables.py $OUT --paired_with shared > $HERE/${NAME}_paired_with_shared.md
 $python benchmarks/quality_tables.py $OUT --paired_with group_no_sampling_noise_ablation \
   > $HERE/${NAME}_paired_with_group_no_noise.md
-.venv/bin/python $HERE/collapse.py $OUT 2>/dev/null | grep '^|' > $HERE/${NAME}_collapse.md
+collapse_table $OUT > $HERE/${NAME}_collapse.md
 $python benchmarks/results/quality/baselines/selection_changes.py $OUT > $HERE/${NAME}_selection_changes.md  # session 41

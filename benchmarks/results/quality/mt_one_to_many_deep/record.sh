@@ -1,0 +1,34 @@
+# The steps this folder's record scripts share, sourced by them (`source "$(dirname "$0")/record.sh"`): the working
+# directory and environment of every run (the repository root; one thread per lane, alone on the machine), a timed
+# run whose status and seconds go to runs.txt, logs copied without their progress bars, and collapse.py's tables.
+cd "$(dirname "${BASH_SOURCE[0]}")/../../../.." || exit 1
+HERE=benchmarks/results/quality/mt_one_to_many_deep
+python=.venv/bin/python
+export OMP_WAIT_POLICY=PASSIVE OMP_NUM_THREADS=1 HF_HUB_OFFLINE=1 PYTHONPATH=src:training
+
+# timed ENTRY LOG COMMAND...: COMMAND's output into LOG; "rc=<status> <seconds> s <time> ENTRY" appended to runs.txt
+timed() {
+  local entry=$1 log=$2 start rc
+  shift 2
+  mkdir -p "$(dirname "$log")"
+  start=$(date +%s)
+  "$@" > "$log" 2>&1
+  rc=$?
+  echo "rc=$rc $(($(date +%s) - start)) s $(date -u +%FT%TZ) $entry" >> "$HERE/runs.txt"
+}
+
+# without_progress_bars RAW COPY: the log without tqdm's progress lines and blank lines
+without_progress_bars() {
+  tr '\r' '\n' < "$1" | grep -v -E "[0-9]+/[0-9]+ \[[0-9:]+<|^\s*$" > "$2"
+}
+
+# collapse_table ARGS...: collapse.py's table rows (its progress on stderr dropped)
+collapse_table() {
+  $python $HERE/collapse.py "$@" 2>/dev/null | grep '^|'
+}
+
+# collapse_with_checkpoints OUT: the table over OUT's runs, then one over each run's checkpoints
+collapse_with_checkpoints() {
+  echo "### runs"; echo; collapse_table "$1"
+  for run in "$1"/runs/*/seed*; do echo; echo "### checkpoints of $run"; echo; collapse_table --checkpoints "$run"; done
+}
