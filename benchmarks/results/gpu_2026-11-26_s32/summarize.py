@@ -5,11 +5,14 @@
 
 Per finished run of `mt_runs.tgz`: the training loss every time it was logged, the test loss, BLEU, empty outputs and
 the training speed; per lane of `mt_screen.tgz`: its run, the training losses it logged and the updates it reached,
-read from the lane log (lanes stopped at their time limit before their runs wrote `trainer_state.json`).
+read from the lane log (lanes stopped at their time limit before their runs wrote `trainer_state.json`), one row per
+run the lane took.
 A later GPU session's folder with tarballs of the same kinds, named:
 
     python benchmarks/results/gpu_2026-11-26_s32/summarize.py benchmarks/results/gpu_2026-11-27_s38 \
         --runs mt_runs.tgz --lanes s38_diagnosis.tgz
+    python benchmarks/results/gpu_2026-11-26_s32/summarize.py benchmarks/results/gpu_2026-11-28_s42 \
+        --runs mt_runs.tgz --lanes s42.tgz s42_frozen_no_noise.tgz
 """
 
 from __future__ import annotations
@@ -43,13 +46,15 @@ def benchmark_runs(root: Path) -> None:
 def screen_lanes(root: Path) -> None:
     print("\n| lane | run | training losses logged | updates reached |")
     print("|---|---|---|---:|")
-    for log in sorted(root.glob("lane*.txt")):
+    for log in sorted(root.glob("*lane*.txt")):
         text = log.read_text(errors="replace").replace("\r", "\n")
-        run = re.search(r"runs/([a-z0-9_]+/seed\d+)", text).group(1)
-        losses = re.findall(r"\{'loss': '([0-9.]+)'", text)
-        steps = re.search(r"max_steps=(\d+)", text).group(1)  # from the logged training arguments
-        reached = re.findall(rf"(\d+)/{steps} \[", text)  # the training bar (the others count runs, examples)
-        print(f"| {log.stem} | {run} | {', '.join(losses)} | {reached[-1] if reached else '?'} |")
+        starts = list(re.finditer(r"max_steps=(\d+)", text))  # the training arguments each run the lane took logs
+        for start, end in zip(starts, [*starts[1:], None]):
+            part = text[start.start():end.start() if end else len(text)]
+            run = re.search(r"output_dir=\S*runs/([a-z0-9_]+/seed\d+)", part).group(1)
+            losses = re.findall(r"\{'loss': '([0-9.]+)'", part)
+            reached = re.findall(rf"(\d+)/{start.group(1)} \[", part)  # the training bar (others count examples)
+            print(f"| {log.stem} | {run} | {', '.join(losses)} | {reached[-1] if reached else '?'} |")
 
 
 def main() -> None:
