@@ -3,6 +3,7 @@
 import pytest
 import torch
 
+from hf_headsel import adapters as adapters_module
 from hf_headsel.adapters import TaskAdapters
 from hf_headsel.routing import TaskRoute
 
@@ -83,24 +84,55 @@ def test_generate_with_direction_adapters_routes_the_encoder_by_both_tasks(famil
         assert mixed[row].tolist() == one[0].tolist()
 
 
-@pytest.mark.parametrize("ids", [[2, 0, 2, 1, 0, 2], [0, 0, 1, 1, 2, 2], [1, 1, 1, 0, 2, 2], [2, 0, 2, 0, 0, 2]],
-                         ids=["interleaved", "grouped, equal sizes", "grouped out of task order", "two of three tasks"])
-def test_a_mixed_one_token_step_runs_the_adapters_in_blocks_equal_to_task_by_task(ids):
+def _random_adapters() -> TaskAdapters:
     adapters = TaskAdapters(num_tasks=3, hidden_size=16, bottleneck=4)
     torch.manual_seed(0)
     with torch.no_grad():
         for parameter in adapters.parameters():
             parameter.normal_()
+    return adapters
+
+
+def _count_blocks(monkeypatch) -> list:
+    """The shapes of the states every [`TaskAdapters.adapt_blocks`] call gets, from now on."""
+    calls, original = [], TaskAdapters.adapt_blocks
+
+    def counted(self, states, route):
+        calls.append(states.shape)
+        return original(self, states, route)
+
+    monkeypatch.setattr(TaskAdapters, "adapt_blocks", counted)
+    return calls
+
+
+@pytest.mark.parametrize("length", [1, 3], ids=["one-token step", "full pass"])
+@pytest.mark.parametrize("ids", [[2, 0, 2, 1, 0, 2], [0, 0, 1, 1, 2, 2], [1, 1, 1, 0, 2, 2], [2, 0, 2, 0, 0, 2]],
+                         ids=["interleaved", "grouped, equal sizes", "grouped out of task order", "two of three tasks"])
+def test_a_mixed_batch_runs_the_adapters_in_blocks_equal_to_task_by_task(ids, length, monkeypatch):
+    adapters, calls = _random_adapters(), _count_blocks(monkeypatch)
     route = TaskRoute.build(torch.tensor(ids))
-    states = torch.randn(len(ids), 1, 16, requires_grad=True)
+    states = torch.randn(len(ids), length, 16, requires_grad=True)
     blocked = adapters(states, route)
+    assert len(calls) == 1
     one_by_one = torch.cat([adapters.adapt(states[i : i + 1], task) for i, task in enumerate(ids)])
     torch.testing.assert_close(blocked, one_by_one)
-    torch.testing.assert_close(torch.autograd.grad(blocked.sum(), states)[0],
-                               torch.autograd.grad(one_by_one.sum(), states)[0])
-    longer = torch.randn(len(ids), 3, 16)  # a full pass: task by task, as before
+    # the padded slots of a smaller task's block give nothing back: the gradients are those of task by task, up to
+    # the summation order's rounding (relative to each gradient's scale: these random adapters' reach thousands)
+    leaves = [states, *adapters.parameters()]
+    for blocked_grad, grad in zip(torch.autograd.grad(blocked.pow(2).sum(), leaves),
+                                  torch.autograd.grad(one_by_one.pow(2).sum(), leaves)):
+        torch.testing.assert_close(blocked_grad, grad, rtol=1e-5, atol=1e-6 * grad.abs().max().item())
+
+
+def test_a_full_pass_dominated_by_one_task_runs_its_adapters_task_by_task(monkeypatch):
+    adapters, calls = _random_adapters(), _count_blocks(monkeypatch)
+    route = TaskRoute.build(torch.tensor([0, 0, 0, 2, 0, 0, 1, 0]))  # blocks of 6: 18 slots for 8 rows
+    longer = torch.randn(8, 3, 16)
     torch.testing.assert_close(adapters(longer, route), route.per_task(longer, lambda t, x: adapters.adapt(x, t)),
                                rtol=0, atol=0)
+    assert not calls
+    adapters(longer[:, :1], route)  # a one-token step: blocks whatever the padding
+    assert len(calls) == 1
 
 
 def test_the_rows_of_the_tasks_present_are_cached_in_evaluation_until_a_parameter_changes():
@@ -141,20 +173,41 @@ def test_clearing_the_models_cache_clears_the_adapters(family):
     assert not any(m._eval_cache.keys() for m in adapters)
 
 
-def test_decoding_steps_of_a_mixed_batch_take_the_blocks(family, monkeypatch):
+def test_a_mixed_batch_takes_the_blocks_in_the_encoder_and_in_every_decoding_step(family, monkeypatch):
     model = family.model(task_adapter_dim=8, task_adapter_key="task")
     perturb_adapters(model)
-    calls, original = [], TaskAdapters.adapt_blocks
-
-    def counted(self, states, route):
-        calls.append(states.shape)
-        return original(self, states, route)
-
-    monkeypatch.setattr(TaskAdapters, "adapt_blocks", counted)
+    calls = _count_blocks(monkeypatch)
     model.generate(**family.inputs(), encoder_task_ids=ENCODER_IDS, decoder_task_ids=DECODER_IDS, max_new_tokens=3,
                    min_new_tokens=3)
-    # every decoder layer of every step (the first from the start token alone); the encoder's full pass: task by task
-    assert [shape[:2] for shape in calls] == [(len(DECODER_IDS), 1)] * 3 * model.config.decoder_layers
+    # the encoder's full pass, then every decoder layer of every step (the first from the start token alone)
+    encoder, decoder = model.config.encoder_layers, 3 * model.config.decoder_layers
+    assert [shape[0] for shape in calls] == [len(ENCODER_IDS)] * (encoder + decoder)
+    assert [shape[1] == 1 for shape in calls] == [False] * encoder + [True] * decoder
+
+
+def test_a_mixed_training_step_in_blocks_equals_task_by_task(family, monkeypatch):
+    model = family.model(task_adapter_dim=8, task_adapter_key="direction").train()
+    perturb_adapters(model)
+    inputs = family.inputs()
+
+    def loss_and_gradients():
+        model.zero_grad()
+        torch.manual_seed(0)  # the same dropout masks
+        loss = model(**inputs, labels=family.labels(), encoder_task_ids=ENCODER_IDS,
+                     decoder_task_ids=DECODER_IDS).loss
+        loss.backward()
+        return loss.detach(), {name: p.grad.clone() for name, p in model.named_parameters() if p.grad is not None}
+
+    calls = _count_blocks(monkeypatch)
+    blocked_loss, blocked = loss_and_gradients()
+    assert len(calls) == model.config.encoder_layers + model.config.decoder_layers
+    monkeypatch.setattr(adapters_module, "MAX_BLOCK_ROWS", 0)  # every full pass task by task
+    loss, task_by_task = loss_and_gradients()
+    assert len(calls) == model.config.encoder_layers + model.config.decoder_layers
+    torch.testing.assert_close(blocked_loss, loss)
+    assert blocked.keys() == task_by_task.keys() and any(".task_adapter." in name for name in blocked)
+    for name, grad in blocked.items():
+        torch.testing.assert_close(grad, task_by_task[name], msg=name)
 
 
 def test_training_step_reaches_only_the_adapters_of_tasks_in_the_batch(family):

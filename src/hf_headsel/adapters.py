@@ -21,6 +21,14 @@ from .eval_cache import EvalCacheMixin
 #: The parameters of every task's adapter, in the order [`TaskAdapters.task_parameters`] gives them.
 PARAMETERS = ("layer_norm_weight", "layer_norm_bias", "down_weight", "down_bias", "up_weight", "up_bias")
 
+#: A full pass of a batch mixing tasks runs the adapters in blocks while the padded blocks hold at most this many
+#: times the batch's rows. Task by task, each adapter is a chain of small kernels per task, which is what a step is
+#: bound by on a GPU that waits on the host: a mixed training step (forward and backward) of the GPU quality runs'
+#: model (8 directions, batch 128) launches 3,921 kernels task by task, 1,173 in blocks, the stock model 874
+#: (benchmarks/results/adapters/session42_blocks/). Past the bound, a batch dominated by one task would spend its
+#: time and memory on padding.
+MAX_BLOCK_ROWS = 2
+
 
 class TaskAdapters(EvalCacheMixin, nn.Module):
     """One bottleneck adapter per task for one layer, applied per example by its task id."""
@@ -49,19 +57,22 @@ class TaskAdapters(EvalCacheMixin, nn.Module):
         return hidden_states + F.linear(bottleneck, self.up_weight[task], self.up_bias[task])
 
     def forward(self, hidden_states: torch.Tensor, route) -> torch.Tensor:
-        """Each example through its own task's adapter; `route` is a `TaskRoute` of this adapter's tasks. A
-        one-token decoding step that mixes tasks runs every task's adapter in one batched matmul per projection
-        ([`adapt_blocks`]); anything else task by task."""
-        if hidden_states.shape[1] == 1 and route.layout_known and route.single_task is None:
+        """Each example through its own task's adapter; `route` is a `TaskRoute` of this adapter's tasks. A batch
+        that mixes tasks runs every task's adapter in one batched matmul per projection ([`adapt_blocks`]), unless
+        padding the tasks' blocks would take more than [`MAX_BLOCK_ROWS`] times its rows in a full pass; anything
+        else task by task."""
+        if route.layout_known and route.single_task is None and (
+            hidden_states.shape[1] == 1 or len(route.tasks) * max(route.sizes) <= MAX_BLOCK_ROWS * len(route.ids)
+        ):
             return self.adapt_blocks(hidden_states, route)
         return route.per_task(hidden_states, lambda task, examples: self.adapt(examples, task))
 
     def adapt_blocks(self, hidden_states: torch.Tensor, route) -> torch.Tensor:
         """The adapters of a batch mixing tasks (a known layout, batch first), laid out as one block per task
         (`route.by_blocks`): one layer norm and one batched matmul per projection for all tasks, instead of a
-        chain of small kernels per task, which is what a decoding step of a few examples per task is bound by (the
-        same layout as the attention's batched projection). The same outputs as [`adapt`] task by task, up to the
-        kernels' rounding."""
+        chain of small kernels per task ([`MAX_BLOCK_ROWS`]; the same layout as the attention's batched
+        projection). The same outputs and gradients as [`adapt`] task by task, up to the kernels' rounding: a padded
+        slot's output is dropped, so it gives nothing back."""
         norm_weight, norm_bias, down_weight, down_bias, up_weight, up_bias = self.task_parameters(route)
 
         def adapt(blocks: torch.Tensor) -> torch.Tensor:
