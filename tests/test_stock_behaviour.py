@@ -664,6 +664,13 @@ GENERATE_CASES = {
     "no_cache": dict(do_sample=False, use_cache=False),
     "generation_config": dict(generation_config=GenerationConfig(max_new_tokens=4, do_sample=False,
                                                                  repetition_penalty=1.5)),
+    # logits processors and stopping rules, in beam search (they score the batch expanded by the beams; the prefix
+    # function gets each example's index in the batch, and allows other tokens to odd and even examples)
+    "constraints": dict(do_sample=False, num_beams=2, min_new_tokens=3, no_repeat_ngram_size=2, bad_words_ids=[[5]],
+                        sequence_bias={(7,): -2.0}, length_penalty=0.5, early_stopping=True),
+    "prefix_allowed_tokens": dict(do_sample=False, num_beams=2,
+                                  prefix_allowed_tokens_fn=lambda batch, tokens: [3, 4, 6, 8, 9] if batch % 2 else
+                                  [2, 3, 10, 11, 12]),
 }
 
 
