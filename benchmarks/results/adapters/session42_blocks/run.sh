@@ -14,3 +14,7 @@ for key in direction task; do
         > "$out.partial" 2> "$HERE/blocks_ab_${family}_by_${key}.log" && mv "$out.partial" "$out"
   done
 done
+# Added after: the tiny --quick model, where launches and Python bound the time (as on a GPU waiting on the host)
+out=$HERE/blocks_ab_quick_marian_by_direction.txt
+[ -s "$out" ] || .venv/bin/python $HERE/blocks_ab.py --quick --repeats 30 --measurements "eval forward" "train step" \
+    > "$out" 2>/dev/null
