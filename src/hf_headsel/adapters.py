@@ -62,7 +62,7 @@ class TaskAdapters(EvalCacheMixin, nn.Module):
         padding the tasks' blocks would take more than [`MAX_BLOCK_ROWS`] times its rows in a full pass; anything
         else task by task."""
         if route.layout_known and route.single_task is None and (
-            hidden_states.shape[1] == 1 or len(route.tasks) * max(route.sizes) <= MAX_BLOCK_ROWS * len(route.ids)
+            hidden_states.shape[1] == 1 or route.block_rows <= MAX_BLOCK_ROWS * len(route.ids)
         ):
             return self.adapt_blocks(hidden_states, route)
         return route.per_task(hidden_states, lambda task, examples: self.adapt(examples, task))

@@ -440,8 +440,9 @@ class HeadSelectionModelMixin(HeadSelectionBaseModelMixin):
         stock model) drafts without them, as it would refuse them; a head-selection draft (this package's or its
         remote code) gets them, so it must know the same tasks. The candidates are verified by this model, routed
         as ever, so the tokens do not depend on the draft."""
-        draft_forward = None if assistant_model is None else inspect.signature(assistant_model.forward).parameters
-        if draft_forward is not None and "decoder_task_ids" not in draft_forward:
+        drafts_without_tasks = assistant_model is not None and (
+            "decoder_task_ids" not in inspect.signature(assistant_model.forward).parameters)
+        if drafts_without_tasks:
             model_kwargs = {key: value for key, value in model_kwargs.items() if key not in LAYER_KWARGS}
         return super()._get_candidate_generator(generation_config, input_ids, inputs_tensor, logits_processor,
                                                 model_kwargs, assistant_model, *args, **kwargs)

@@ -132,6 +132,11 @@ class TaskRoute:
         layout only)."""
         return len(set(self.sizes)) > 1
 
+    @property
+    def block_rows(self) -> int:
+        """The rows of [`task_blocks`]: every task present padded to the largest task's count (a known layout only)."""
+        return len(self.tasks) * max(self.sizes)
+
     @functools.cached_property
     def task_blocks(self) -> tuple[torch.LongTensor | None, torch.LongTensor | None, int]:
         """`(slots, positions, width)`: the batch laid out as one block of `width` examples per task, in the order of
