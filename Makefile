@@ -6,12 +6,15 @@ PY := $(VENV)/bin/python
 BIN := $(VENV)/bin
 # On the CPU machines a local CPU build of torch 2.13.0 is on disk; any other torch pulls GBs of CUDA packages.
 TORCH_SPEC ?= torch==2.13.0
+# Extra requirements pinned at set-up (`make test-oldest` pins transformers), and the tests `make test` runs.
+PINS ?=
+TESTS ?= tests
 export HF_HUB_OFFLINE = 1
 export TOKENIZERS_PARALLELISM = false
 # OpenMP threads that spin while waiting make every step many times slower when another process shares the cores.
 export OMP_WAIT_POLICY = PASSIVE
 
-.PHONY: setup system-deps corpus test demo demo-checkpoint mechanism bench experiment analyze clean
+.PHONY: setup system-deps corpus test test-oldest demo demo-checkpoint mechanism bench experiment analyze clean
 CORPUS_DIR ?= data/offline_corpus
 CORPUS_FLAGS ?= --speech
 
@@ -20,7 +23,7 @@ setup: $(VENV)/.installed
 $(VENV)/.installed: setup.cfg pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -c "import torch" 2>/dev/null || $(PY) -m pip install -q "$(TORCH_SPEC)"
-	$(PY) -m pip install -q -e ".[dev]"
+	$(PY) -m pip install -q -e ".[dev]" $(PINS)
 	touch $@
 
 # espeak-ng and sox synthesise the corpus speech (Debian packages; installed when missing and we are root).
@@ -33,7 +36,13 @@ corpus: setup system-deps
 	$(BIN)/headsel-build-corpus --output_dir $(CORPUS_DIR) $(CORPUS_FLAGS)
 
 test: setup
-	$(PY) -m pytest -q -n 2 tests
+	$(PY) -m pytest -q -n 2 $(TESTS)
+
+# The library's tests on the oldest transformers the package supports (setup.cfg's floor, `transformers>=`), in an
+# environment of their own (`.venv-oldest`); CI runs them after `make test`.
+OLDEST_TRANSFORMERS ?= $(shell sed -n 's/^ *transformers>=//p' setup.cfg)
+test-oldest:
+	$(MAKE) test VENV=.venv-oldest PINS="transformers==$(OLDEST_TRANSFORMERS)" TESTS="tests --ignore=tests/training"
 
 demo: setup
 	$(BIN)/headsel-demo --output_dir outputs/demo
@@ -58,4 +67,4 @@ analyze: setup  # make analyze MODEL=outputs/demo
 	$(PY) -m hf_headsel.analysis $(MODEL) --output_dir $(MODEL)/analysis
 
 clean:
-	rm -rf $(VENV) outputs .pytest_cache
+	rm -rf $(VENV) .venv-oldest outputs .pytest_cache

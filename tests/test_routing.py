@@ -9,7 +9,7 @@ import itertools
 import pytest
 import torch
 
-from hf_headsel.compat import CACHE_KWARG
+from hf_headsel.compat import CACHE_KWARG, GENERATION_ENCODER_PASS
 
 from conftest import (
     ALL_COMPONENTS,
@@ -461,8 +461,7 @@ def test_generate_validates_each_id_tensor_once_not_per_layer(family, monkeypatc
     steps = [("decoder", (batch,))] if num_beams == 1 else [("encoder", (expanded,)), ("decoder", (expanded,))]
     assert validated == [("encoder", (batch,)), *steps]
     # the stock encoder pass (raw ids, validated in every layer) generates the same
-    monkeypatch.setattr(type(model), "_prepare_text_encoder_decoder_kwargs_for_generation",
-                        GenerationMixin._prepare_text_encoder_decoder_kwargs_for_generation)
+    monkeypatch.setattr(type(model), GENERATION_ENCODER_PASS, getattr(GenerationMixin, GENERATION_ENCODER_PASS))
     model.__dict__.pop("_route_memo")
     validated.clear()
     torch.testing.assert_close(model.generate(**kwargs), generated)

@@ -27,7 +27,7 @@ import typing
 import pytest
 import torch
 from transformers import AutoModel, CompileConfig, GenerationConfig, GenerationMixin
-from transformers.cache_utils import Cache
+from transformers.cache_utils import Cache, DynamicCache
 from transformers.processing_utils import Unpack
 from transformers.utils import ModelOutput, TransformersKwargs
 
@@ -510,6 +510,18 @@ def test_forward_signature_is_the_stocks_plus_the_task_ids(family, kind):
         assert {"output_attentions", "output_hidden_states"} <= TransformersKwargs.__optional_keys__
 
 
+def test_generation_step_inputs_take_the_stocks_keywords(family):
+    """`generate` refuses a keyword that neither the step-input method nor the forward lists: ours lists the stock
+    method's, so it takes the cache by the stock's name (before 5.24 assisted decoding hands a head-selection draft
+    its cache as `past_key_values`, which our forward calls `cache`)."""
+    stock = family.stock_model_class(family.stock_config())
+    model = build(family, 2)
+    assert (inspect.signature(model.prepare_inputs_for_generation)
+            == inspect.signature(stock.prepare_inputs_for_generation))
+    stock._validate_model_kwargs({CACHE_KWARG: DynamicCache()})
+    model._validate_model_kwargs({CACHE_KWARG: DynamicCache(), **MIXED})
+
+
 # ---------------------------------------------------------------------------------------------------------------
 # (5) base models
 # ---------------------------------------------------------------------------------------------------------------
@@ -711,10 +723,21 @@ def test_candidate_decoding_generates_what_greedy_decoding_does(family, candidat
     extra = (dict(prompt_lookup_num_tokens=2) if candidates == "prompt_lookup"
              else dict(assistant_model=draft_model(family, candidates)))
     inputs = family.inputs()
+    if candidates == "prompt_lookup" and not stock_prompt_lookup_is_greedy(family):
+        pytest.skip("the stock model's prompt-lookup decoding differs from its greedy decoding on this transformers "
+                    "(Speech2Text on 5.17)")
     for example in range(len(MIXED["decoder_task_ids"])):
         kwargs = {key: value[example:example + 1] for key, value in (*inputs.items(), *MIXED.items())}
         kwargs.update(do_sample=False, max_new_tokens=8, min_new_tokens=8)
         assert torch.equal(model.generate(**kwargs, **extra), model.generate(**kwargs)), example
+
+
+def stock_prompt_lookup_is_greedy(family) -> bool:
+    """Whether the stock model's prompt-lookup decoding generates what its greedy decoding does."""
+    stock = family.stock_model_class(family.stock_config()).eval()
+    kwargs = {key: value[:1] for key, value in family.inputs().items()}
+    kwargs.update(do_sample=False, max_new_tokens=8, min_new_tokens=8)
+    return torch.equal(stock.generate(**kwargs, prompt_lookup_num_tokens=2), stock.generate(**kwargs))
 
 
 def test_resized_token_embeddings_give_the_resized_stock_model_and_reload(family, tmp_path):

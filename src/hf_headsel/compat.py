@@ -3,7 +3,8 @@
 
 Transformers 5.24 renamed the cache keyword and output field `past_key_values` to `cache` (the old keyword is
 deprecated until 5.40). The head-selection forwards name it `cache` on every version and hand it to the stock code
-under the installed version's name, [`CACHE_KWARG`].
+under the installed version's name, [`CACHE_KWARG`]. `generate`'s encoder pass changed its name too
+([`GENERATION_ENCODER_PASS`]).
 
 Copied next to saved models as remote code; imports only transformers.
 """
@@ -15,11 +16,17 @@ import inspect
 from collections.abc import Callable
 
 import transformers
+from transformers import GenerationMixin
 from transformers.utils.deprecation import deprecate_kwarg
 
 #: The installed transformers' name for the cache keyword of the stock forwards and for the output field.
 CACHE_KWARG = "cache" if tuple(map(int, transformers.__version__.split(".")[:2])) >= (5, 24) else "past_key_values"
 OLD_CACHE_KWARG = "past_key_values"
+#: The installed transformers' name for the `GenerationMixin` method that runs the encoder before decoding
+#: (`_prepare_encoder_decoder_kwargs_for_generation` in 5.17).
+GENERATION_ENCODER_PASS = next(
+    name for name in ("_prepare_text_encoder_decoder_kwargs_for_generation",
+                      "_prepare_encoder_decoder_kwargs_for_generation") if hasattr(GenerationMixin, name))
 
 
 def takes_stock_cache_name(forward: Callable) -> Callable:
@@ -47,4 +54,4 @@ def takes_stock_cache_name(forward: Callable) -> Callable:
     return wrapper
 
 
-__all__ = ["CACHE_KWARG", "OLD_CACHE_KWARG", "takes_stock_cache_name"]
+__all__ = ["CACHE_KWARG", "GENERATION_ENCODER_PASS", "OLD_CACHE_KWARG", "takes_stock_cache_name"]

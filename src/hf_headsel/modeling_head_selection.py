@@ -21,12 +21,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
+from transformers import GenerationMixin
 from transformers import initialization as init
 from transformers.modeling_outputs import Seq2SeqLMOutput
 
 from .adapters import TaskAdapters
 from .configuration_head_selection import SIDES, HeadSelectionConfigMixin, attention_path, component_side
-from .compat import CACHE_KWARG
+from .compat import CACHE_KWARG, GENERATION_ENCODER_PASS
 from .conversion import export_task_model, from_stock
 from .eval_cache import EvalCacheMixin, version_of
 from .routing import (
@@ -113,6 +114,7 @@ class HeadSelectionBaseModelMixin:
         if config.task_adapter_dim:
             self._install_task_adapters()
         if base is not self:  # a generation class: mixed batches are grouped where its forward calls the base model
+            base.__dict__["_grouping_inverses"] = []  # made here: torch 2.11 cannot compile a `setdefault` in the hook
             base.register_forward_pre_hook(self._group_base_model_call, with_kwargs=True)
             base.register_forward_hook(self._restore_base_model_outputs, with_kwargs=True)
         self.post_init()  # initialises only the new modules: the stock ones are marked initialised already
@@ -266,7 +268,7 @@ class HeadSelectionBaseModelMixin:
             inputs = {**dict(zip((self.main_input_name,), args)), **kwargs}
             inputs, routing, inverse = self._grouped_by_task(routing, inputs)
             grouped_call = (), {**inputs, ROUTING_KWARG: routing}
-        module.__dict__.setdefault("_grouping_inverses", []).append(inverse)
+        module.__dict__["_grouping_inverses"].append(inverse)
         return grouped_call
 
     def _restore_base_model_outputs(self, module, args: tuple, kwargs: dict, outputs):
@@ -381,6 +383,10 @@ class HeadSelectionModelMixin(HeadSelectionBaseModelMixin):
             compileable)
         return inputs
 
+    # `generate` checks its keywords against this signature: the stock method's, which this one hands them to (before
+    # 5.24 assisted decoding hands a head-selection draft its cache as `past_key_values`, a name only that one lists)
+    prepare_inputs_for_generation.__signature__ = inspect.signature(GenerationMixin.prepare_inputs_for_generation)
+
     def _generation_eval_weights(self, encoder_task_ids, decoder_task_ids, batch_size: int, device: torch.device,
                                  compileable: bool) -> dict[str, dict]:
         """[`_decoder_eval_weights`], remembered for the rest of the `generate` call while the step inputs that
@@ -418,19 +424,18 @@ class HeadSelectionModelMixin(HeadSelectionBaseModelMixin):
         """Whether the encoder's layers need the decoder tasks too (adapters keyed by direction)."""
         return bool(self.config.task_adapter_dim) and "decoder" in self.config.adapter_sides("encoder")
 
-    def _prepare_text_encoder_decoder_kwargs_for_generation(self, inputs_tensor, model_kwargs, model_input_name,
-                                                             generation_config):
+    def _encoder_pass_for_generation(self, inputs_tensor, model_kwargs, model_input_name, generation_config):
         """The stock encoder pass of `generate`, its task ids validated and routed once for all the layers: raw ids
-        would be validated by every layer, each time with a host synchronisation."""
+        would be validated by every layer, each time with a host synchronisation. Installed under the installed
+        transformers' name for that pass ([`GENERATION_ENCODER_PASS`], below the class)."""
+        stock_pass = getattr(super(), GENERATION_ENCODER_PASS)
         if ROUTING_KWARG in model_kwargs or self._encoder_uses_decoder_tasks():
-            return super()._prepare_text_encoder_decoder_kwargs_for_generation(
-                inputs_tensor, model_kwargs, model_input_name, generation_config)
+            return stock_pass(inputs_tensor, model_kwargs, model_input_name, generation_config)
         route = self._remembered_route(
             "encoder", model_kwargs.get("encoder_task_ids"), inputs_tensor.shape[0], inputs_tensor.device)
         model_kwargs[ROUTING_KWARG] = Routing(encoder=route, decoder=None)  # the encoder reads only its own side
         try:
-            return super()._prepare_text_encoder_decoder_kwargs_for_generation(
-                inputs_tensor, model_kwargs, model_input_name, generation_config)
+            return stock_pass(inputs_tensor, model_kwargs, model_input_name, generation_config)
         finally:  # the decoding steps route themselves (`forward`)
             model_kwargs.pop(ROUTING_KWARG, None)
 
@@ -470,6 +475,10 @@ class HeadSelectionModelMixin(HeadSelectionBaseModelMixin):
             if self.config.head_selection_kl_weight:
                 outputs.loss = outputs.loss + self.config.head_selection_kl_weight * kl
         return outputs
+
+
+# `generate` runs the encoder through this method, named as the installed transformers names it
+setattr(HeadSelectionModelMixin, GENERATION_ENCODER_PASS, HeadSelectionModelMixin._encoder_pass_for_generation)
 
 
 class _AdapterHook:
