@@ -15,7 +15,7 @@ import torch
 import yaml
 from recipe_testkit import TINY_TEXT, text_rows, write_jsonl
 from safetensors.torch import save_file
-from transformers import MarianConfig, Speech2TextTokenizer
+from transformers import MarianConfig, MarianMTModel, Speech2TextTokenizer
 
 import benchmark_tokenizers  # benchmarks/ is on the test path (`pythonpath` in setup.cfg)
 import copy_source_chrf
@@ -41,8 +41,6 @@ def test_overhead_quick_run_checks_the_all_candidates_baseline(tmp_path, capsys)
 def stock_eval_forward_compiles_fullgraph() -> bool:
     """Whether the stock Marian model's evaluation forward, which makes its cache inside, compiles with
     `fullgraph=True` here (not on torch 2.11 with transformers 5.17: that cache deep-copies the config)."""
-    from transformers import MarianMTModel
-
     model = MarianMTModel(MarianConfig(vocab_size=16, d_model=8, encoder_layers=1, decoder_layers=1,
                                        encoder_attention_heads=2, decoder_attention_heads=2, encoder_ffn_dim=8,
                                        decoder_ffn_dim=8, pad_token_id=0, decoder_start_token_id=0)).eval()
