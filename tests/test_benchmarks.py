@@ -15,7 +15,7 @@ import torch
 import yaml
 from recipe_testkit import TINY_TEXT, text_rows, write_jsonl
 from safetensors.torch import save_file
-from transformers import MarianConfig, MarianMTModel, Speech2TextTokenizer
+from transformers import MarianConfig, Speech2TextTokenizer
 
 import benchmark_tokenizers  # benchmarks/ is on the test path (`pythonpath` in setup.cfg)
 import copy_source_chrf
@@ -24,6 +24,8 @@ from headsel_recipes.experiment.spec import load_experiment
 from headsel_recipes.tokenizer import task_tag_ids
 from offline_corpus import LANGUAGES
 from hf_headsel import COMPONENTS, HeadSelMarianConfig
+
+from conftest import MARIAN
 
 
 def test_overhead_quick_run_checks_the_all_candidates_baseline(tmp_path, capsys):
@@ -41,13 +43,10 @@ def test_overhead_quick_run_checks_the_all_candidates_baseline(tmp_path, capsys)
 def stock_eval_forward_compiles_fullgraph() -> bool:
     """Whether the stock Marian model's evaluation forward, which makes its cache inside, compiles with
     `fullgraph=True` here (not on torch 2.11 with transformers 5.17: that cache deep-copies the config)."""
-    model = MarianMTModel(MarianConfig(vocab_size=16, d_model=8, encoder_layers=1, decoder_layers=1,
-                                       encoder_attention_heads=2, decoder_attention_heads=2, encoder_ffn_dim=8,
-                                       decoder_ffn_dim=8, pad_token_id=0, decoder_start_token_id=0)).eval()
-    ids = torch.ones(1, 3, dtype=torch.long)
     try:
         with torch.no_grad():
-            torch.compile(model, fullgraph=True, backend="eager")(input_ids=ids, decoder_input_ids=ids)
+            torch.compile(MARIAN.stock_model(), fullgraph=True, backend="eager")(
+                **MARIAN.inputs(), decoder_input_ids=MARIAN.decoder_input_ids())
     except torch._dynamo.exc.Unsupported:
         return False
     return True

@@ -514,8 +514,7 @@ def test_generation_step_inputs_take_the_stocks_keywords(family):
     """`generate` refuses a keyword that neither the step-input method nor the forward lists: ours lists the stock
     method's, so it takes the cache by the stock's name (before 5.24 assisted decoding hands a head-selection draft
     its cache as `past_key_values`, which our forward calls `cache`)."""
-    stock = family.stock_model_class(family.stock_config())
-    model = build(family, 2)
+    stock, model = family.stock_model(), build(family, 2)
     assert (inspect.signature(model.prepare_inputs_for_generation)
             == inspect.signature(stock.prepare_inputs_for_generation))
     stock._validate_model_kwargs({CACHE_KWARG: DynamicCache()})
@@ -714,6 +713,10 @@ def draft_model(family, kind: str):
     return draft.eval()
 
 
+#: Candidate decoding against plain greedy decoding: a fixed length, so that both generate as many tokens.
+CANDIDATE_DECODING = dict(do_sample=False, max_new_tokens=8, min_new_tokens=8)
+
+
 @pytest.mark.parametrize("candidates", ["prompt_lookup", "head_selection_draft", "stock_draft"])
 def test_candidate_decoding_generates_what_greedy_decoding_does(family, candidates):
     """Prompt-lookup and assisted decoding, greedy, one example at a time (as transformers requires): the model
@@ -728,15 +731,14 @@ def test_candidate_decoding_generates_what_greedy_decoding_does(family, candidat
                     "(Speech2Text on 5.17)")
     for example in range(len(MIXED["decoder_task_ids"])):
         kwargs = {key: value[example:example + 1] for key, value in (*inputs.items(), *MIXED.items())}
-        kwargs.update(do_sample=False, max_new_tokens=8, min_new_tokens=8)
+        kwargs.update(CANDIDATE_DECODING)
         assert torch.equal(model.generate(**kwargs, **extra), model.generate(**kwargs)), example
 
 
 def stock_prompt_lookup_is_greedy(family) -> bool:
     """Whether the stock model's prompt-lookup decoding generates what its greedy decoding does."""
-    stock = family.stock_model_class(family.stock_config()).eval()
-    kwargs = {key: value[:1] for key, value in family.inputs().items()}
-    kwargs.update(do_sample=False, max_new_tokens=8, min_new_tokens=8)
+    stock = family.stock_model()
+    kwargs = {**{key: value[:1] for key, value in family.inputs().items()}, **CANDIDATE_DECODING}
     return torch.equal(stock.generate(**kwargs, prompt_lookup_num_tokens=2), stock.generate(**kwargs))
 
 
