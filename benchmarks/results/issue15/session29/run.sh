@@ -2,10 +2,11 @@
 # Session 29: issue 15's CPU figures on the code at this session's start (49ada48), one thread, alone on the host.
 # Resumable: a finished output is skipped. Run from the repository root:
 #   nohup bash benchmarks/results/issue15/session29/run.sh > benchmarks/results/issue15/session29/run.log 2>&1 &
+# OUT=folder writes the outputs there instead (session 44 measured its code so: session44/run.sh).
 set -euo pipefail
 source .venv/bin/activate
 export OMP_WAIT_POLICY=PASSIVE HF_HUB_OFFLINE=1
-out=benchmarks/results/issue15/session29
+out=${OUT:-benchmarks/results/issue15/session29}
 step() {  # step NAME COMMAND...: runs COMMAND into $out/NAME.txt unless it is there
     local name=$1; shift
     [ -s "$out/$name.txt" ] && { echo "skip $name"; return; }

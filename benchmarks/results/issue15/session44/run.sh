@@ -1,25 +1,9 @@
 #!/usr/bin/env bash
 # Session 44: issue 15's CPU figures again, on the code of session 44 (after sessions 30-43's changes: adapters in
 # blocks, the generate encoder pass under its installed name, the base-model pre-hook's list made at init), with
-# session 29's commands exactly, one thread, alone on the host; then the read floor of mixed-task greedy decoding.
-# Resumable: a finished output is skipped. Run from the repository root:
+# session 29's script: the overhead table of both families (one thread, 20 rounds) and the read floor of mixed-task
+# greedy decoding, alone on the host. Resumable: a finished output is skipped. Run from the repository root:
 #   nohup bash benchmarks/results/issue15/session44/run.sh > benchmarks/results/issue15/session44/run.log 2>&1 &
 set -euo pipefail
-source .venv/bin/activate
-export OMP_WAIT_POLICY=PASSIVE HF_HUB_OFFLINE=1
-out=benchmarks/results/issue15/session44
-step() {  # step NAME COMMAND...: runs COMMAND into $out/NAME.txt unless it is there
-    local name=$1; shift
-    [ -s "$out/$name.txt" ] && { echo "skip $name"; return; }
-    echo "$(date -u +%T) $name: $*"
-    "$@" > "$out/$name.txt.part" 2>&1 && mv "$out/$name.txt.part" "$out/$name.txt"
-}
 echo "$(date -u +%T) code at $(git rev-parse --short HEAD)"
-for family in marian speech_to_text; do
-    step "overhead_cpu_${family}_all_1thread_20rounds" python benchmarks/overhead.py --family "$family" \
-        --components all --threads 1 --repeats 20 --json "$out/overhead_cpu_${family}_all_1thread_20rounds.json"
-done
-for family in marian speech_to_text; do
-    step "read_floor_ab_${family}_greedy" python benchmarks/read_floor_ab.py --family "$family" --threads 1 --repeats 30
-done
-echo "$(date -u +%T) done"
+OUT=benchmarks/results/issue15/session44 bash "$(dirname "$0")/../session29/run.sh"
