@@ -10,7 +10,8 @@
 # ran; lane logs lr_0.001_warmup_400_frozen_lane*.log; every table rebuilt with it), and the last line, how far each
 # selection moved (lr_0.001_warmup_400_selection_changes.md), added after that run and run by hand.
 # Session 44: the noise annealed 1 to 0 added to the file, `bash run_lr_0.001_warmup_400.sh annealed` (its five runs;
-# lane logs lr_0.001_warmup_400_annealed_lane*.log; every table rebuilt with it).
+# lane logs lr_0.001_warmup_400_annealed_lane*.log; every table rebuilt with it). Then the noise rising 0 to 1:
+# `bash run_lr_0.001_warmup_400.sh rising` (lane logs lr_0.001_warmup_400_rising_lane*.log).
 source "$(dirname "$0")/record.sh"
 NAME=lr_0.001_warmup_400
 TAG=${1:+_$1}  # a later part keeps its lane logs apart
