@@ -1,6 +1,8 @@
 """Inference from a saved ("downloaded") model folder: Auto classes with `trust_remote_code=True`, and the
 `translation` / `automatic-speech-recognition` pipelines with a task.
 
+The model cards' "How to use" examples run as written on the folder they describe (its path as the model id).
+
 The folders are built here, offline: tiny sentencepiece tokenizers (MarianTokenizer: `source.spm`, `target.spm`,
 `vocab.json`; Speech2TextTokenizer: `sentencepiece.bpe.model`, `vocab.json`, with a Speech2TextFeatureExtractor in a
 Speech2TextProcessor), a tiny model, and `hf_headsel.hub.prepare_model_folder` (remote code + `custom_pipelines`).
@@ -10,11 +12,14 @@ so that their outputs differ (otherwise a pipeline ignoring the task would pass)
 
 from __future__ import annotations
 
+import ast
 import json
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
+from copy import deepcopy
 from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -40,7 +45,9 @@ from hf_headsel import (
     HeadSelSpeech2TextConfig,
     HeadSelSpeech2TextForConditionalGeneration,
 )
-from hf_headsel.hub import prepare_model_folder
+from hf_headsel.hub import prepare_model_folder, write_model_card
+
+from doc_examples import python_blocks, run_blocks
 
 hf_logging.set_verbosity_error()
 hf_logging.disable_progress_bar()
@@ -236,3 +243,74 @@ def test_pipeline_without_hf_headsel_installed(marian, tmp_path):
     assert not result["hf_headsel_imported"]
     assert result["it"] == [{"translation_text": t} for t in translate(model, tokenizer, SOURCES, "it")]
     assert result["fr"] == [{"translation_text": t} for t in translate(model, tokenizer, SOURCES, "fr")]
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# The model card's examples ("How to use"), run as written on the folder the card describes
+# --------------------------------------------------------------------------------------------------------------------
+
+CARD_SENTENCE = "The cat sat on the mat."  # the sentence of the card's text examples
+
+
+def run_card_examples(folder: Path, model, tmp_path, monkeypatch, capsys, namespace=None, **card) -> list:
+    """Write `model`'s card into a copy of `folder`, with that copy's path as the model id, run the card's Python
+    examples in order from `tmp_path`, and return what they printed, one evaluated line each."""
+    copy = Path(shutil.copytree(folder, tmp_path / folder.name))
+    text = write_model_card(copy, model, repo_id=str(copy), **card).read_text(encoding="utf-8")
+    blocks = python_blocks(text)
+    assert blocks, "the card has no python examples"
+    monkeypatch.chdir(tmp_path)
+    capsys.readouterr()
+    run_blocks(blocks, dict(namespace or {}), "model card")
+    return [ast.literal_eval(line) for line in capsys.readouterr().out.splitlines()]
+
+
+def card_translation(model, tokenizer, **routing) -> list[str]:
+    """The reference for the card's text examples: `generate()` on the original model with the saved defaults."""
+    inputs = tokenizer([CARD_SENTENCE], return_tensors="pt", padding=True)
+    return tokenizer.batch_decode(model.generate(**inputs, **routing), skip_special_tokens=True)
+
+
+def test_model_card_examples_run_on_the_folder(marian, tmp_path, monkeypatch, capsys):
+    folder, model, tokenizer = marian
+    printed = run_card_examples(folder, model, tmp_path, monkeypatch, capsys)
+    fr, it = (card_translation(model, tokenizer, decoder_task_ids=task) for task in ("fr", "it"))
+    assert fr != it  # otherwise an example ignoring its task would pass
+    # Auto class with task="fr", then "it" for one call; the pipeline with the default, then task="it"
+    assert printed == [fr, it, [{"translation_text": fr[0]}], [{"translation_text": it[0]}]]
+    assert (tmp_path / "fr-only" / "config.json").is_file()  # the export example's folder
+
+
+def test_speech_model_card_examples_run_on_the_folder(speech, tmp_path, monkeypatch, capsys):
+    folder, model, processor, waveform = speech
+    # The speech pipeline decodes with 5 beams and 256 new tokens unless the folder's generation config says
+    # otherwise (stock behaviour); this folder says 8 new tokens, which its 32 target positions hold.
+    published = tmp_path / "source" / folder.name
+    shutil.copytree(folder, published)
+    generation = deepcopy(model.generation_config)
+    generation.max_new_tokens = 8
+    generation.save_pretrained(published)
+    printed = run_card_examples(published, model, tmp_path, monkeypatch, capsys, namespace={"waveform": waveform})
+
+    inputs = processor(waveform, sampling_rate=16000, return_tensors="pt")
+
+    def transcribed(decoder_task: str, **generate) -> list[str]:
+        tokens = model.generate(inputs["input_features"], attention_mask=inputs["attention_mask"],
+                                encoder_task_ids="es", decoder_task_ids=decoder_task, max_new_tokens=8, **generate)
+        return processor.batch_decode(tokens, skip_special_tokens=True)
+
+    # the default task is the first language ("es", both sides); the other call routes the decoder to "fr"
+    assert transcribed("es") != transcribed("fr")
+    assert printed == [transcribed("es"), transcribed("fr"),
+                       {"text": transcribed("es", num_beams=5)[0]}, {"text": transcribed("fr", num_beams=5)[0]}]
+
+
+def test_exported_model_card_example_runs_on_the_folder(marian, tmp_path, monkeypatch, capsys):
+    _, model, tokenizer = marian
+    exported = model.export_task_model(encoder_task="en", decoder_task="it")
+    folder = tmp_path / "source" / "it-only"
+    exported.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    printed = run_card_examples(folder, exported, tmp_path, monkeypatch, capsys,
+                                exported_tasks={"encoder": "en", "decoder": "it"})
+    assert printed == [card_translation(model, tokenizer, decoder_task_ids="it")]

@@ -9,13 +9,13 @@ upcycling).
 
 from __future__ import annotations
 
-import re
-import textwrap
 from pathlib import Path
 
 import pytest
 import torch
 from transformers import MarianMTModel
+
+from doc_examples import python_blocks, run_blocks
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 
@@ -25,12 +25,6 @@ REMOTE_CODE = 'AutoModelForSeq2SeqLM.from_pretrained("my-model", trust_remote_co
 PEFT = "get_peft_model(model"
 
 
-def python_blocks(text: str) -> list[str]:
-    """Every ```python block of a Markdown text, dedented (a block inside a list item is indented)."""
-    fence = re.compile(r"^( *)```python\n(.*?)^\1```", re.DOTALL | re.MULTILINE)
-    return [textwrap.dedent(match.group(2)) for match in fence.finditer(text)]
-
-
 def readme_block(marker: str) -> str:
     blocks = [block for block in python_blocks(README.read_text(encoding="utf-8")) if marker in block]
     assert len(blocks) == 1, f"the README should have one python block holding {marker!r}, found {len(blocks)}"
@@ -38,8 +32,7 @@ def readme_block(marker: str) -> str:
 
 
 def run(block: str, namespace: dict) -> dict:
-    exec(compile(block, str(README), "exec"), namespace)
-    return namespace
+    return run_blocks([block], namespace, str(README))
 
 
 def test_python_blocks_finds_indented_blocks():
