@@ -250,13 +250,19 @@ def test_pipeline_without_hf_headsel_installed(marian, tmp_path):
 # --------------------------------------------------------------------------------------------------------------------
 
 CARD_SENTENCE = "The cat sat on the mat."  # the sentence of the card's text examples
+CARD_NEW_TOKENS = 8  # the generation length each folder's generation config sets, as the recipes' folders do
 
 
 def run_card_examples(folder: Path, model, tmp_path, monkeypatch, capsys, namespace=None, **card) -> list:
-    """Write `model`'s card into a copy of `folder`, with that copy's path as the model id, run the card's Python
-    examples in order from `tmp_path`, and return what they printed, one evaluated line each."""
-    copy = Path(shutil.copytree(folder, tmp_path / folder.name))
-    text = write_model_card(copy, model, repo_id=str(copy), **card).read_text(encoding="utf-8")
+    """Copy `folder` as published (its generation config sets `CARD_NEW_TOKENS`, which the small models' positions
+    hold; the stock speech pipeline otherwise decodes 256 tokens), write `model`'s card into the copy with the copy's
+    path as the model id, run the card's Python examples in order from `tmp_path`, and return what they printed, one
+    evaluated line each."""
+    published = Path(shutil.copytree(folder, tmp_path / folder.name))
+    generation = deepcopy(model.generation_config)
+    generation.max_new_tokens = CARD_NEW_TOKENS
+    generation.save_pretrained(published)
+    text = write_model_card(published, model, repo_id=str(published), **card).read_text(encoding="utf-8")
     blocks = python_blocks(text)
     assert blocks, "the card has no python examples"
     monkeypatch.chdir(tmp_path)
@@ -266,9 +272,10 @@ def run_card_examples(folder: Path, model, tmp_path, monkeypatch, capsys, namesp
 
 
 def card_translation(model, tokenizer, **routing) -> list[str]:
-    """The reference for the card's text examples: `generate()` on the original model with the saved defaults."""
+    """The reference for the card's text examples: `generate()` on the original model."""
     inputs = tokenizer([CARD_SENTENCE], return_tensors="pt", padding=True)
-    return tokenizer.batch_decode(model.generate(**inputs, **routing), skip_special_tokens=True)
+    tokens = model.generate(**inputs, max_new_tokens=CARD_NEW_TOKENS, **routing)
+    return tokenizer.batch_decode(tokens, skip_special_tokens=True)
 
 
 def test_model_card_examples_run_on_the_folder(marian, tmp_path, monkeypatch, capsys):
@@ -283,23 +290,17 @@ def test_model_card_examples_run_on_the_folder(marian, tmp_path, monkeypatch, ca
 
 def test_speech_model_card_examples_run_on_the_folder(speech, tmp_path, monkeypatch, capsys):
     folder, model, processor, waveform = speech
-    # The speech pipeline decodes with 5 beams and 256 new tokens unless the folder's generation config says
-    # otherwise (stock behaviour); this folder says 8 new tokens, which its 32 target positions hold.
-    published = tmp_path / "source" / folder.name
-    shutil.copytree(folder, published)
-    generation = deepcopy(model.generation_config)
-    generation.max_new_tokens = 8
-    generation.save_pretrained(published)
-    printed = run_card_examples(published, model, tmp_path, monkeypatch, capsys, namespace={"waveform": waveform})
-
+    printed = run_card_examples(folder, model, tmp_path, monkeypatch, capsys, namespace={"waveform": waveform})
     inputs = processor(waveform, sampling_rate=16000, return_tensors="pt")
 
     def transcribed(decoder_task: str, **generate) -> list[str]:
         tokens = model.generate(inputs["input_features"], attention_mask=inputs["attention_mask"],
-                                encoder_task_ids="es", decoder_task_ids=decoder_task, max_new_tokens=8, **generate)
+                                encoder_task_ids="es", decoder_task_ids=decoder_task,
+                                max_new_tokens=CARD_NEW_TOKENS, **generate)
         return processor.batch_decode(tokens, skip_special_tokens=True)
 
-    # the default task is the first language ("es", both sides); the other call routes the decoder to "fr"
+    # the default task is the first language ("es", both sides); the other call routes the decoder to "fr"; the
+    # stock speech pipeline decodes with 5 beams where the generation config does not say otherwise
     assert transcribed("es") != transcribed("fr")
     assert printed == [transcribed("es"), transcribed("fr"),
                        {"text": transcribed("es", num_beams=5)[0]}, {"text": transcribed("fr", num_beams=5)[0]}]
