@@ -117,8 +117,9 @@ class HeadSelMarianMTModel(HeadSelectionModelMixin, MarianMTModel):
     ...     decoder_start_token_id=0, encoder_tasks=["en"], decoder_tasks=["de", "fr"],
     ... )
     >>> model = HeadSelMarianMTModel(config).eval()
-    >>> input_ids = torch.tensor([[5, 6, 7, 1], [8, 9, 1, 0]])
-    >>> out = model.generate(input_ids, decoder_task_ids=torch.tensor([0, 1]), max_new_tokens=5, num_beams=2)
+    >>> input_ids = torch.tensor([[5, 6, 7, 1], [8, 9, 1, 0]])  # the second example padded
+    >>> out = model.generate(input_ids, attention_mask=input_ids.ne(0), decoder_task_ids=torch.tensor([0, 1]),
+    ...                      max_new_tokens=5, num_beams=2)
     >>> model.selected_heads()["decoder_self"].shape  # tasks x layers x H
     torch.Size([2, 2, 4])
     ```
