@@ -30,7 +30,8 @@ def docstring_examples() -> list[doctest.DocTest]:
     finder = doctest.DocTestFinder(parser=FencedDocTestParser())
     examples = []
     for module in pkgutil.iter_modules(hf_headsel.__path__):
-        examples += [test for test in finder.find(importlib.import_module(f"hf_headsel.{module.name}")) if test.examples]
+        found = finder.find(importlib.import_module(f"hf_headsel.{module.name}"))
+        examples += [test for test in found if test.examples]
     return sorted(examples, key=lambda test: test.name)
 
 

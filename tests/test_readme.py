@@ -57,7 +57,7 @@ def test_quick_start_runs_as_written(quick_start):
         "encoder_self": (2, 6, 4), "decoder_self": (3, 6, 4)}
     # '"fr" becomes the decoder default' (and not the encoder's, which has no "fr")
     assert model.config.default_decoder_task == "fr"
-    assert getattr(model.config, "default_encoder_task", None) is None
+    assert model.config.default_encoder_task is None
     # "also writes the modeling code"
     assert list(Path("my-model").glob("modeling_*.py"))
 

@@ -324,9 +324,9 @@ def warn_if_unlearned(share: float | None, split: str, noise_scale: float = 0.0)
     if noise_scale > 0:
         logger.warning("the head selection trained with sampling noise (head_selection_noise_scale=%g), which was "
                        "measured to hold models that underfit on this plateau (benchmarks/RESULTS.md: 'Full size on a "
-                       "GPU', 'Depth on the CPU', 'How much sampling noise'); try --head_selection_noise_scale 0 (neither "
-                       "schedule measured at depth, --noise_schedule from 1 to 0 or from 0 to 1, avoided its cost)",
-                       noise_scale)
+                       "GPU', 'Depth on the CPU', 'How much sampling noise'); try --head_selection_noise_scale 0 "
+                       "(neither schedule measured at depth, --noise_schedule from 1 to 0 or from 0 to 1, avoided its "
+                       "cost)", noise_scale)
 
 
 def warn_if_noise_dependent(eval_mode: float, train_mode: float) -> None:
