@@ -117,7 +117,7 @@ def test_task_specific_pair_needs_encoder_tasks_times_decoder_tasks_times_heads(
 
 def test_task_specific_components_of_one_side_with_different_task_counts_are_rejected(family):
     # decoder_self needs T_dec * H candidates, a pair-keyed decoder_cross T_enc * T_dec * H: one H' cannot be both
-    with pytest.raises(ValueError, match="task_specific"):
+    with pytest.raises(ValueError, match="different task counts .* no total_decoder_attention_heads serves them all"):
         family.config(
             head_selection_strategy="task_specific",
             head_selection_components=["decoder_self", "decoder_cross"],
@@ -142,6 +142,17 @@ def test_task_specific_components_of_one_side_with_different_task_counts_are_rej
         (dict(head_selection_temperature=0.0), "head_selection_temperature"),
         (dict(head_selection_kl_weight=-0.1), "head_selection_kl_weight"),
         (dict(head_selection_noise_scale=-1.0), "head_selection_noise_scale"),
+        (dict(encoder_tasks="en"), "encoder_tasks must be a list of strings"),
+        (dict(head_selection_components="decoder_self"), "head_selection_components must be a list of strings"),
+        (dict(head_selection_strategy=None), "head_selection_strategy must not be None"),
+        (dict(cross_attention_task_key=None), "cross_attention_task_key must not be None"),
+        (dict(head_selection_temperature=None), "head_selection_temperature must not be None"),
+        (dict(head_selection_temperature=float("nan")), "head_selection_temperature must be finite"),
+        (dict(head_selection_temperature=float("inf")), "head_selection_temperature must be finite"),
+        (dict(head_selection_kl_weight=float("nan")), "head_selection_kl_weight must be finite"),
+        (dict(head_selection_temperature="5"), "head_selection_temperature must be a number"),
+        (dict(total_encoder_attention_heads=8.0), "total_encoder_attention_heads must be an integer"),
+        (dict(task_adapter_dim=True), "task_adapter_dim must be an integer"),
     ],
     ids=[
         "unknown-strategy",
@@ -158,6 +169,17 @@ def test_task_specific_components_of_one_side_with_different_task_counts_are_rej
         "zero-temperature",
         "negative-kl-weight",
         "negative-noise-scale",
+        "task-list-as-a-string",
+        "components-as-a-string",
+        "none-strategy",
+        "none-cross-key",
+        "none-temperature",
+        "nan-temperature",
+        "infinite-temperature",
+        "nan-kl-weight",
+        "temperature-as-a-string",
+        "float-total-heads",
+        "bool-adapter-dim",
     ],
 )
 def test_invalid_config_is_rejected(family, overrides, message):
@@ -226,6 +248,30 @@ def test_config_save_load_round_trip(family, tmp_path):
         assert (list(actual) if isinstance(actual, tuple) else actual) == expected, key
     again = family.config_class.from_dict(loaded.to_dict())
     assert {k: getattr(again, k) for k in HEADSEL_KEYS} == {k: getattr(config, k) for k in HEADSEL_KEYS}
+
+
+def test_tuples_are_accepted_and_stored_as_lists(family):
+    config = family.config(decoder_tasks=tuple(DECODER_TASKS), head_selection_components=("decoder_self",))
+    assert config.decoder_tasks == list(DECODER_TASKS) and config.head_selection_components == ["decoder_self"]
+
+
+@pytest.mark.parametrize(
+    "overrides, message",
+    [
+        (dict(head_selection_strategy="bogus"), "head_selection_strategy must be one of"),
+        (dict(head_selection_temperature=-1.0), "head_selection_temperature must be > 0"),
+        (dict(head_selection_noise_scale=float("nan")), "head_selection_noise_scale must be finite"),
+        (dict(default_decoder_task="xx"), "default_decoder_task='xx' is not one of"),
+    ],
+)
+def test_keywords_given_to_from_pretrained_are_checked(family, tmp_path, overrides, message):
+    # the stock `from_dict` sets them on the config after its `__post_init__` ran
+    family.config().save_pretrained(tmp_path)
+    with pytest.raises(ValueError, match=message):
+        family.config_class.from_pretrained(tmp_path, **overrides)
+    config, unused = family.config_class.from_pretrained(tmp_path, head_selection_temperature=2.0, unknown_keyword=1,
+                                                         return_unused_kwargs=True)
+    assert config.head_selection_temperature == 2.0 and unused == {"unknown_keyword": 1}
 
 
 def test_config_load_validates(family, tmp_path):

@@ -1,5 +1,5 @@
 """The shared model mixins (`hf_headsel/modeling_head_selection.py`), for both families: the token-weighted batch
-KL, the loss, and the initialisation of the selector logits (DESIGN.md section 2)."""
+KL, the loss, the initialisation of the selector logits (DESIGN.md section 2), and loading with config keywords."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ import torch.nn.functional as F
 
 from conftest import (
     ALL_COMPONENTS,
+    DECODER_TASKS,
     HEADS,
     LAYERS,
     component_task,
@@ -136,3 +137,38 @@ def test_logits_are_the_only_added_parameters(family):
     added = set(dict(model.named_parameters())) - set(dict(stock.named_parameters()))
     assert added == {f"head_selection.{c}.logits" for c in ALL_COMPONENTS}
     assert set(dict(stock.named_parameters())) <= set(dict(model.named_parameters()))
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Loading with config keywords
+# ---------------------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [dict(head_selection_strategy="subset"), dict(decoder_tasks=list(reversed(DECODER_TASKS))),
+     dict(head_selection_components=["decoder_self"]), dict(cross_attention_task_key="pair")],
+    ids=["strategy", "reordered-tasks", "components", "cross-key"],
+)
+def test_loading_refuses_keywords_that_change_what_the_weights_were_trained_for(family, tmp_path, overrides):
+    # each loads without a shape error: the weights would be read for other tasks or another choice rule
+    family.model(head_selection_components=ALL_COMPONENTS).save_pretrained(tmp_path)
+    name = next(iter(overrides))
+    with pytest.raises(ValueError, match=f"from_pretrained\\(\\.\\.\\., {name}=.* would change the trained model"):
+        family.model_class.from_pretrained(tmp_path, **overrides)
+
+
+def test_loading_takes_runtime_keywords_and_the_saved_structure_unchanged(family, tmp_path):
+    model = family.model(head_selection_components=ALL_COMPONENTS)
+    randomize_selector_logits(model)
+    model.save_pretrained(tmp_path)
+    loaded = family.model_class.from_pretrained(
+        tmp_path, decoder_tasks=tuple(DECODER_TASKS), head_selection_strategy="group", head_selection_temperature=2.0,
+        head_selection_noise_scale=0.0, default_decoder_task=DECODER_TASKS[1],
+    )
+    assert loaded.config.head_selection_temperature == 2.0 and loaded.config.head_selection_noise_scale == 0.0
+    assert loaded.config.default_decoder_task == DECODER_TASKS[1]
+    assert all(torch.equal(heads, model.selected_heads()[component])
+               for component, heads in loaded.selected_heads().items())
+    with pytest.raises(ValueError, match="head_selection_temperature must be > 0"):
+        family.model_class.from_pretrained(tmp_path, head_selection_temperature=-1.0)

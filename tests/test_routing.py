@@ -219,6 +219,25 @@ def test_malformed_ids_raise(family, side, bad_ids):
         model(**family.inputs(), decoder_input_ids=family.decoder_input_ids(), **ids)
 
 
+@pytest.mark.parametrize("side", ["encoder", "decoder"])
+@pytest.mark.parametrize("bad_ids", [True, torch.tensor(1.0)], ids=["bool", "float-scalar"])
+def test_a_bool_or_a_float_scalar_is_not_a_task_id(family, side, bad_ids):
+    # True is an int to Python: it would have routed every example to task 1
+    model = family.model(head_selection_components=ALL_COMPONENTS)
+    ids = {**MIXED, f"{side}_task_ids": bad_ids}
+    with pytest.raises(ValueError, match=f"{side}_task_ids must hold integer task indices"):
+        model(**family.inputs(), decoder_input_ids=family.decoder_input_ids(), **ids)
+    with pytest.raises(ValueError, match=f"{side}_task_ids must hold integer task indices"):
+        model.generate(**family.inputs(), **ids, max_new_tokens=3)
+
+
+def test_a_default_task_set_by_assignment_is_checked_when_used(family):
+    model = mixed_model(family, "group")
+    model.config.default_decoder_task = "xx"  # no config check runs on assignment
+    with pytest.raises(ValueError, match="unknown decoder task 'xx'"):
+        model(**family.inputs(), decoder_input_ids=family.decoder_input_ids(), encoder_task_ids=ENCODER_IDS)
+
+
 def test_from_pretrained_task_sets_the_defaults_of_the_sides_that_know_it(family, tmp_path):
     # encoder tasks ["en", "de"], decoder tasks ["de", "fr", "it"]
     mixed_model(family, "group").save_pretrained(tmp_path)
@@ -397,12 +416,29 @@ def test_generate_accepts_task_ids_as_lists_with_beam_search(family):
     )
 
 
+def test_task_names_one_per_example_equal_their_ids(family):
+    model = mixed_model(family, "group")
+    names = dict(encoder_task_ids=[ENCODER_TASKS[i] for i in ENCODER_IDS.tolist()],
+                 decoder_task_ids=tuple(DECODER_TASKS[i] for i in DECODER_IDS.tolist()))
+    inputs, decoder_input_ids = family.inputs(), family.decoder_input_ids()
+    torch.testing.assert_close(forward_logits(model, inputs, decoder_input_ids, **names),
+                               forward_logits(model, inputs, decoder_input_ids, **MIXED))
+    kwargs = dict(num_beams=3, max_new_tokens=5)
+    torch.testing.assert_close(model.generate(**inputs, **names, **kwargs), model.generate(**inputs, **MIXED, **kwargs))
+    names["decoder_task_ids"] = ["xx"] + list(names["decoder_task_ids"][1:])
+    for call in (lambda: model(**inputs, decoder_input_ids=decoder_input_ids, **names),
+                 lambda: model.generate(**inputs, **names, **kwargs)):
+        with pytest.raises(ValueError, match="unknown decoder task 'xx'"):
+            call()
+
+
 def test_one_task_by_name_or_int_equals_its_id_tensor(family):
     model = mixed_model(family, "group")
     batch = family.inputs()["attention_mask"].shape[0]
     encoder, decoder = ENCODER_TASKS[1], DECODER_TASKS[2]
     as_tensors = dict(encoder_task_ids=torch.full((batch,), 1), decoder_task_ids=torch.full((batch,), 2))
-    for ids in (dict(encoder_task_ids=encoder, decoder_task_ids=decoder), dict(encoder_task_ids=1, decoder_task_ids=2)):
+    for ids in (dict(encoder_task_ids=encoder, decoder_task_ids=decoder), dict(encoder_task_ids=1, decoder_task_ids=2),
+                dict(encoder_task_ids=torch.tensor(1), decoder_task_ids=torch.tensor(2))):  # 0-dimensional: one id
         torch.testing.assert_close(forward_logits(model, family.inputs(), family.decoder_input_ids(), **ids),
                                    forward_logits(model, family.inputs(), family.decoder_input_ids(), **as_tensors))
         kwargs = dict(num_beams=3, max_new_tokens=5)

@@ -13,6 +13,7 @@ Copied next to saved models as remote code; imports only the standard library.
 from __future__ import annotations
 
 from collections.abc import Sequence
+import math
 import typing
 from dataclasses import Field, dataclass, field, fields
 
@@ -107,6 +108,14 @@ class HeadSelectionConfigMixin:
 
     def __post_init__(self, **kwargs):
         super().__post_init__(**kwargs)
+        self.check_head_selection()
+
+    def check_head_selection(self) -> None:
+        """Check every head-selection keyword and their combinations (`ValueError` naming the rule broken), and fill
+        in the defaults (task lists, components, `H'`). Run at creation, and again by [`from_dict`] after the
+        keywords `from_pretrained(..., **kwargs)` sets on the loaded config; idempotent."""
+        for keyword in fields(HeadSelectionConfigMixin):  # the type and the rules each keyword's metadata states
+            _check_rules(keyword, _KEYWORD_TYPES[keyword.name], getattr(self, keyword.name))
         self.encoder_tasks = _task_list(self.encoder_tasks, "encoder_tasks")
         self.decoder_tasks = _task_list(self.decoder_tasks, "decoder_tasks")
         if self.head_selection_components is None:
@@ -114,8 +123,6 @@ class HeadSelectionConfigMixin:
         self.head_selection_components = list(self.head_selection_components)
         if len(set(self.head_selection_components)) != len(self.head_selection_components):
             raise ValueError(f"head_selection_components lists a component twice: {self.head_selection_components}")
-        for keyword in fields(HeadSelectionConfigMixin):  # the rules each keyword's metadata states
-            _check_rules(keyword, getattr(self, keyword.name))
         for side in SIDES:
             default = getattr(self, f"default_{side}_task")
             if default is not None and default not in self.tasks(side):
@@ -123,6 +130,14 @@ class HeadSelectionConfigMixin:
                     f"default_{side}_task={default!r} is not one of the {side} tasks {self.tasks(side)}"
                 )
             self._set_total_heads(side)
+
+    @classmethod
+    def from_dict(cls, config_dict: dict, **kwargs):
+        """The stock `from_dict` (what `from_pretrained` calls), then [`check_head_selection`]: the stock method
+        sets the keywords passed to `from_pretrained` on the created config after its `__post_init__` checked it."""
+        loaded = super().from_dict(config_dict, **kwargs)
+        (loaded[0] if isinstance(loaded, tuple) else loaded).check_head_selection()  # (config, unused kwargs)
+        return loaded
 
     def _set_total_heads(self, side: str) -> None:
         """Fill in the default `H'` of a side and check the rules of the strategy."""
@@ -141,6 +156,13 @@ class HeadSelectionConfigMixin:
         if strategy == "group" and total % heads:
             raise ValueError(
                 f"the group strategy needs {name}={total} to be a multiple of {side}_attention_heads={heads}"
+            )
+        task_counts = {component: self.num_tasks(component) for component in components}
+        if strategy == "task_specific" and len(set(task_counts.values())) > 1:
+            raise ValueError(
+                f"the task_specific strategy needs {name} = tasks x heads for every selecting {side} component, and "
+                f"they have different task counts {task_counts} (cross_attention_task_key="
+                f"{self.cross_attention_task_key!r}): no {name} serves them all; select in fewer components"
             )
         for component in components:
             if strategy == "task_specific" and total != self.num_tasks(component) * heads:
@@ -216,18 +238,41 @@ def _task_list(tasks: Sequence[str] | None, name: str) -> list[str]:
     return tasks
 
 
-def _check_rules(keyword: Field, value) -> None:
-    """Check `value` against the rules in `keyword`'s metadata (`None`: not set, nothing to check)."""
+def _check_rules(keyword: Field, annotation, value) -> None:
+    """Check `value` against `keyword`'s type (`annotation`, resolved) and the rules in its metadata: `None` only
+    where the type allows it (nothing else to check then), lists of strings as lists or tuples, numbers finite
+    (`bool` is not a number here), then `choices`, `minimum` and `above`."""
     name, rules = keyword.name, keyword.metadata
+    allowed = typing.get_args(annotation) or (annotation,)
     if value is None:
+        if type(None) not in allowed:
+            raise ValueError(f"{name} must not be None (its default is {keyword.default!r})")
         return
-    for item in value if isinstance(value, list) else [value]:
+    if not any(_has_type(value, kind) for kind in allowed):
+        expected = " or ".join(_TYPE_NAMES.get(typing.get_origin(kind) or kind) for kind in allowed
+                               if kind is not type(None) and not (kind is int and float in allowed))
+        raise ValueError(f"{name} must be {expected}, got {type(value).__name__} {value!r}")
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ValueError(f"{name} must be finite, got {value}")
+    for item in value if isinstance(value, (list, tuple)) else [value]:
         if rules["choices"] is not None and item not in rules["choices"]:
             raise ValueError(f"{name} must be one of {list(rules['choices'])}, got {item!r}")
     if rules["minimum"] is not None and value < rules["minimum"]:
         raise ValueError(f"{name} must be >= {rules['minimum']}, got {value}")
     if rules["above"] is not None and value <= rules["above"]:
         raise ValueError(f"{name} must be > {rules['above']}, got {value}")
+
+
+def _has_type(value, kind) -> bool:
+    """Whether `value` is of `kind`, one member of a keyword's type: `str`, `int`, `float` or `list[str]`."""
+    if typing.get_origin(kind) is list:  # a tuple too: the config stores it as a list
+        return isinstance(value, (list, tuple)) and all(isinstance(item, str) for item in value)
+    if kind in (int, float):
+        return isinstance(value, kind) and not isinstance(value, bool)
+    return isinstance(value, kind)
+
+
+_TYPE_NAMES = {list: "a list of strings", str: "a string", int: "an integer", float: "a number"}
 
 
 @dataclass(frozen=True)
@@ -248,13 +293,16 @@ def head_selection_keywords(*roles: str) -> tuple[KeywordSpec, ...]:
     unknown = set(roles) - set(KEYWORD_ROLES)
     if unknown:
         raise ValueError(f"unknown keyword roles {sorted(unknown)}: expected some of {list(KEYWORD_ROLES)}")
-    types = typing.get_type_hints(HeadSelectionConfigMixin)
     return tuple(
-        KeywordSpec(f.name, types[f.name], f.default, f.metadata["help"], f.metadata["role"], f.metadata["choices"])
+        KeywordSpec(f.name, _KEYWORD_TYPES[f.name], f.default, f.metadata["help"], f.metadata["role"],
+                    f.metadata["choices"])
         for f in fields(HeadSelectionConfigMixin)
         if not roles or f.metadata["role"] in roles
     )
 
+
+# The resolved type of every keyword (the annotations are strings under `from __future__ import annotations`).
+_KEYWORD_TYPES = typing.get_type_hints(HeadSelectionConfigMixin)
 
 # Every config keyword the head-selection mixin adds on top of the stock config, in definition order.
 HEAD_SELECTION_CONFIG_KEYS = tuple(keyword.name for keyword in fields(HeadSelectionConfigMixin))

@@ -26,7 +26,13 @@ from transformers import initialization as init
 from transformers.modeling_outputs import Seq2SeqLMOutput
 
 from .adapters import TaskAdapters
-from .configuration_head_selection import SIDES, HeadSelectionConfigMixin, attention_path, component_side
+from .configuration_head_selection import (
+    SIDES,
+    HeadSelectionConfigMixin,
+    attention_path,
+    component_side,
+    head_selection_keywords,
+)
 from .compat import CACHE_KWARG, GENERATION_ENCODER_PASS
 from .conversion import export_task_model, from_stock
 from .eval_cache import EvalCacheMixin, version_of
@@ -36,11 +42,13 @@ from .routing import (
     ROUTING_KWARG,
     Routing,
     TaskRoute,
+    check_integer_ids,
     first_tensor,
     is_compiling,
     route_from_kwargs,
     take_examples,
     task_names,
+    task_names_to_ids,
     task_route,
 )
 from .selection import LOGIT_INIT_RANGE, ComponentSelectors, HeadSelector
@@ -51,6 +59,32 @@ BATCH_FIRST_INPUTS = frozenset({
     "input_ids", "input_features", "inputs_embeds", "attention_mask", "decoder_input_ids", "decoder_inputs_embeds",
     "decoder_attention_mask", "labels", "encoder_outputs",
 })
+
+
+#: The config keywords a trained checkpoint keeps: its task lists and structure ([`head_selection_keywords`] roles),
+#: but for the adapter keywords: a checkpoint without adapters may gain fresh ones on loading (up-projections at zero:
+#: the outputs unchanged), and adapters of another shape fail the stock loading's size check.
+TRAINED_STRUCTURE_KEYWORDS = tuple(
+    keyword.name for keyword in head_selection_keywords("tasks", "structure")
+    if not keyword.name.startswith("task_adapter_")
+)
+
+
+def _refuse_structure_change(config: HeadSelectionConfigMixin, requested: dict) -> None:
+    """`ValueError` if a keyword in `requested` (as `from_pretrained` got it) differs from the loaded `config`: it
+    would reorder the trained tasks' rows or change what the heads mean, and the loaded weights still fit."""
+    if not requested:
+        return
+    wanted = type(config).from_dict({**config.to_dict(), **requested})  # normalised and checked like the saved one
+    for name in requested:
+        if getattr(wanted, name) != getattr(config, name):
+            raise ValueError(
+                f"from_pretrained(..., {name}={requested[name]!r}) would change the trained model's tasks or "
+                f"structure: it was saved with {name}={getattr(config, name)!r}, and its weights are laid out for "
+                "that. Only the runtime keywords (temperature, noise scale, KL weight, default tasks) may change on "
+                "loading, and fresh adapters be added; for another layout build a new model from a config (or "
+                "upcycle a stock one: from_stock)"
+            )
 
 
 @dataclass
@@ -156,11 +190,20 @@ class HeadSelectionBaseModelMixin:
     @classmethod
     def from_pretrained(cls, *args, task: str | None = None, encoder_task: str | None = None,
                         decoder_task: str | None = None, **kwargs):
-        """`PreTrainedModel.from_pretrained`, plus default tasks: see [`~HeadSelectionModelMixin.set_default_task`]."""
-        model = super().from_pretrained(*args, **kwargs)
+        """`PreTrainedModel.from_pretrained`, plus default tasks: see [`~HeadSelectionModelMixin.set_default_task`].
+
+        Config keywords passed here may change what runs (temperature, noise, KL weight, default tasks) and add
+        fresh task adapters to a checkpoint without them, not the tasks or the structure the weights were trained
+        for (task lists, task type, strategy, components, `H'`, cross-attention key): a value other than the saved
+        one is a `ValueError` (the same value is accepted).
+        """
+        fixed = {name: kwargs.pop(name) for name in TRAINED_STRUCTURE_KEYWORDS if name in kwargs}
+        loaded = super().from_pretrained(*args, **kwargs)
+        model = loaded[0] if isinstance(loaded, tuple) else loaded  # (model, loading info) on request
+        _refuse_structure_change(model.config, fixed)
         if task is not None or encoder_task is not None or decoder_task is not None:
             model.set_default_task(task, encoder_task=encoder_task, decoder_task=decoder_task)
-        return model
+        return loaded
 
     def set_default_task(self, task: str | None = None, *, encoder_task: str | None = None,
                          decoder_task: str | None = None) -> None:
@@ -334,10 +377,8 @@ class HeadSelectionModelMixin(HeadSelectionBaseModelMixin):
         `generate` hands the encoder no `decoder_*` keyword; when the encoder needs the decoder tasks too (adapters
         keyed by direction) the encoder outputs are computed here, with both.
         """
-        # lists must become tensors for `generate` to expand them to batch x beams
         encoder_task_ids, decoder_task_ids = (
-            torch.as_tensor(ids) if isinstance(ids, (list, tuple)) else ids
-            for ids in (encoder_task_ids, decoder_task_ids)
+            self._generation_task_ids(side, ids) for side, ids in zip(SIDES, (encoder_task_ids, decoder_task_ids))
         )
         if self._encoder_uses_decoder_tasks() and kwargs.get("encoder_outputs") is None:
             inputs = kwargs.pop(self.main_input_name, inputs)
@@ -364,6 +405,16 @@ class HeadSelectionModelMixin(HeadSelectionBaseModelMixin):
             )
         finally:
             self.__dict__["_generation_memo"] = outer
+
+    def _generation_task_ids(self, side: str, task_ids):
+        """Task ids as `generate` can expand them to batch x beams: a list (of ids or of task names) as a tensor, a
+        0-dimensional tensor (one id for the whole batch) as an int; anything else as it is."""
+        if isinstance(task_ids, (list, tuple)):
+            return torch.as_tensor(task_names_to_ids(self.config, side, task_ids))
+        if isinstance(task_ids, torch.Tensor) and task_ids.dim() == 0:
+            check_integer_ids(side, task_ids)
+            return int(task_ids)
+        return task_ids
 
     def prepare_inputs_for_generation(self, *args, **kwargs) -> dict:
         """The stock inputs of a generation step, plus, without autograd, the evaluation caches of the selecting

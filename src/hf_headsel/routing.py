@@ -212,9 +212,10 @@ def task_route(
     """Validate the task ids of one side, or fill in the default task, and route them; `ValueError` names the rule
     broken.
 
-    `task_ids` may be a `LongTensor[batch]`, a list of ids, one id, or a task name for the whole batch. When it is
-    omitted the side's default task is used, else its only task. One id, a name or the default cost no host
-    synchronisation; a tensor costs one (validation and routing share it).
+    `task_ids` may be a `LongTensor[batch]`, a list of ids or of task names (one per example), one id (an int or a
+    0-dimensional tensor), or a task name for the whole batch. When it is omitted the side's default task is used,
+    else its only task. One int, a name or the default cost no host synchronisation; a tensor costs one (validation
+    and routing share it).
     """
     tasks = config.tasks(side)
     if task_ids is None:
@@ -224,16 +225,19 @@ def task_route(
                 f"{side}_task_ids is required: the model has several {side} tasks {tasks} and no default "
                 f"(pass {side}_task_ids, or use from_pretrained(..., task=...) / set_default_task(...))"
             )
-        task_ids = tasks.index(default) if default is not None else 0
+        task_ids = config.task_id(side, default) if default is not None else 0
+    if isinstance(task_ids, bool):  # an int to Python, not a task
+        raise ValueError(f"{side}_task_ids must hold integer task indices or task names, got {task_ids}")
     if isinstance(task_ids, str):
         task_ids = config.task_id(side, task_ids)
     if isinstance(task_ids, int):
         if not 0 <= task_ids < len(tasks):
             _raise_out_of_range(side, tasks, task_ids)
         return TaskRoute.single(task_ids, batch_size, device)
-    task_ids = torch.as_tensor(task_ids, device=device)
-    if task_ids.dtype.is_floating_point or task_ids.dtype.is_complex or task_ids.dtype == torch.bool:
-        raise ValueError(f"{side}_task_ids must hold integer task indices, got dtype {task_ids.dtype}")
+    task_ids = torch.as_tensor(task_names_to_ids(config, side, task_ids), device=device)
+    check_integer_ids(side, task_ids)
+    if task_ids.dim() == 0:  # one id for the whole batch
+        task_ids = task_ids.expand(batch_size)
     if task_ids.dim() != 1 or task_ids.shape[0] != batch_size:
         raise ValueError(
             f"{side}_task_ids must have shape [batch_size] = [{batch_size}], got {list(task_ids.shape)}"
@@ -246,6 +250,20 @@ def task_route(
     if bad is not None:
         _raise_out_of_range(side, tasks, bad)
     return TaskRoute.build(task_ids, host_ids)
+
+
+def check_integer_ids(side: str, task_ids: torch.Tensor) -> None:
+    """`ValueError` unless the id tensor holds integers (not floats, complex numbers or booleans)."""
+    if task_ids.dtype.is_floating_point or task_ids.dtype.is_complex or task_ids.dtype == torch.bool:
+        raise ValueError(f"{side}_task_ids must hold integer task indices, got dtype {task_ids.dtype}")
+
+
+def task_names_to_ids(config: HeadSelectionConfigMixin, side: str, task_ids):
+    """A list (or tuple) of task names, one per example, as their ids on `side` (a `ValueError` names an unknown
+    one); anything else is returned as it is."""
+    if isinstance(task_ids, (list, tuple)) and any(isinstance(task_id, str) for task_id in task_ids):
+        return [config.task_id(side, task_id) if isinstance(task_id, str) else task_id for task_id in task_ids]
+    return task_ids
 
 
 def task_names(
