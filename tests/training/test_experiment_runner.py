@@ -150,6 +150,7 @@ def test_parts_init_from_order_and_resume(tmp_path):
     separate = next(run for run in plan_runs(experiment) if run.part == "covost")
     assert run_flags(experiment, separate)["train_file"] == ["covost.jsonl"]
     assert run_flags(experiment, separate)["max_steps"] == 5
+    assert run_flags(experiment, separate)["resume_from_checkpoint"] == "last"  # an interrupted run resumes
 
     scores = {"joint": {"tedx": 10.0, "covost": 20.0}, "adapter": {"tedx": 12.0, "covost": 21.0},
               "separate/tedx": {"tedx": 8.0}, "separate/covost": {"covost": 22.0}}
@@ -338,3 +339,13 @@ def test_lane_claims_skip_live_lanes_and_take_over_stopped_ones(tmp_path):
     assert Lane().held_by_another(run)  # this process, another lane
     lane.release(run)
     assert not claim.exists()
+
+
+def test_a_run_whose_flags_break_a_rule_stops_the_experiment_before_any_run_trains(zero_shot_corpus, tmp_path):
+    values = tiny_experiment(tmp_path / "exp", zero_shot_corpus)
+    values["systems"][2]["flags"]["temperature_schedule"] = "linear"  # without --final_temperature; the last system
+    experiment = parse_experiment(values)
+    calls = []
+    with pytest.raises(ValueError, match="--temperature_schedule needs --final_temperature"):
+        train_all(experiment, TASKS["mt"], lambda task, args: calls.append(args))
+    assert calls == []

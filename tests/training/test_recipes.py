@@ -241,6 +241,43 @@ def test_resume_continues_same_data_and_selector_state(text_corpus, tmp_path):
         torch.testing.assert_close(final_resumed[key], final_full[key], rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.parametrize(
+    "flags, message",
+    [
+        (["--do_predict"], "without --do_train score a trained model: give it with --model_name_or_path"),
+        (["--do_train", "--temperature_schedule", "linear"], "--temperature_schedule needs --final_temperature"),
+        (["--do_train", "--noise_schedule", "linear"], "--noise_schedule needs --final_noise_scale"),
+        (["--do_train", "--early_stopping_patience", "2"], "--early_stopping_patience needs evaluation"),
+        (["--do_train", "--average_last_n", "2"], "--save_strategy no saves none"),
+        (["--do_train", "--average_last_n", "3", "--save_strategy", "steps", "--save_total_limit", "2"],
+         "--save_total_limit 2 keeps fewer"),
+        (["--do_train", "--bleu_tokenize", "13A"], "--bleu_tokenize '13A' cannot score"),
+        (["--do_train", "--task_tag"], "--task_tag is for speech recipes"),
+        (["--do_train", "--resume_from_checkpoint", "no/such/folder"], "not a checkpoint folder"),
+        (["--do_train", "--resume_from_checkpoint", "true"], "no checkpoint-\\* folder"),
+    ],
+    ids=["predict-without-a-model", "temperature-schedule", "noise-schedule", "early-stopping", "average-unsaved",
+         "average-more-than-kept", "bleu-tokenizer", "task-tag-in-mt", "resume-missing", "resume-none"],
+)
+def test_flag_rules_fail_before_any_work(text_corpus, tmp_path, flags, message):
+    out = tmp_path / "run"
+    files = ["--train_file", str(text_corpus / "train.jsonl"), "--test_file", str(text_corpus / "test.jsonl")]
+    with pytest.raises(ValueError, match=message):
+        run(MT, tiny_flags(out, speech=False) + files + flags)
+    assert not out.exists()  # no tokenizer trained and left behind for the next run to reuse
+
+
+def test_resuming_a_checkpoint_of_another_structure_is_refused(text_corpus, tmp_path):
+    out = tmp_path / "run"
+    common = ["--train_file", str(text_corpus / "train.jsonl"), "--save_strategy", "steps", "--save_steps", "2",
+              "--do_train"]
+    run(MT, tiny_flags(out, speech=False, max_steps=2) + common)
+    with pytest.raises(ValueError, match="trained with head_selection_strategy='group', and this run builds "
+                                         "head_selection_strategy='subset'"):
+        run(MT, tiny_flags(out, speech=False, max_steps=4) + common + [
+            "--resume_from_checkpoint", "last", "--head_selection_strategy", "subset"])
+
+
 def test_missing_column_or_file_fails_before_training(speech_corpus, tmp_path):
     out = tmp_path / "bad"
     base = tiny_flags(out, speech=True) + ["--validation_file", str(speech_corpus / "dev.jsonl"), "--do_train"]

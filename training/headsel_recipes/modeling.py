@@ -98,8 +98,8 @@ def scratch_config_keywords(keywords: dict) -> dict:
 def head_selection_keywords(head_args: HeadSelectionArguments, encoder_tasks: list[str],
                             decoder_tasks: list[str]) -> dict:
     """The head-selection config keywords the user set (`None` flags are left to the defaults)."""
-    keywords = {"encoder_tasks": encoder_tasks, "decoder_tasks": decoder_tasks, "task_type": head_args.task_type}
-    for name in [n for n in SHAPE_KEYWORDS if n != "task_type"] + list(RUNTIME_KEYWORDS):
+    keywords = {"encoder_tasks": encoder_tasks, "decoder_tasks": decoder_tasks}
+    for name in SHAPE_KEYWORDS + RUNTIME_KEYWORDS:
         value = getattr(head_args, name)
         if value is not None:
             keywords[name] = value

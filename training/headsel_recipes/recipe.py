@@ -12,6 +12,7 @@ from pathlib import Path
 
 import datasets
 import transformers
+from sacrebleu.metrics import BLEU
 from transformers import EarlyStoppingCallback, Speech2TextFeatureExtractor, Speech2TextProcessor, set_seed
 
 from .arguments import DataArguments, HeadSelectionArguments, ModelArguments, RecipeTask, parse_arguments
@@ -19,7 +20,7 @@ from .audio import SpecAugment
 from .collator import Seq2SeqCollator
 from .data import DataError, collect_tasks, load_splits
 from .metrics import TaskMetrics, is_noise_dependent, is_unlearned
-from .modeling import build_model, checkpoint_tasks, find_checkpoints, load_averaged_weights
+from .modeling import STRUCTURAL_KEYWORDS, build_model, checkpoint_tasks, find_checkpoints, load_averaged_weights
 from .publishing import publish, take_push_to_hub
 from .preprocess import PrepareContext, SplitReport, prepare_split, write_report
 from .results_keys import TRAIN_LOSS_EVAL_MODE, TRAIN_LOSS_TRAIN_MODE, predictions_path, unusable_key
@@ -150,11 +151,6 @@ def prepare_context(task, task_type, encoder_tasks, decoder_tasks, tokenizer, fe
                     data_args: DataArguments) -> PrepareContext:
     """Preprocessing limits: the flags, capped by the model's positions; the task tags of `--task_tag` and
     `--encoder_task_tag`."""
-    if data_args.task_tag and not task.speech:
-        raise ValueError("--task_tag is for speech recipes; MT tells the target language with --target_lang_token")
-    if data_args.encoder_task_tag and task.speech:
-        raise ValueError("--encoder_task_tag is for MT (a tag prepended to the source text); speech recipes tell "
-                         "the decoder task with --task_tag")
     config = model.config
     if task.speech:
         subsampling = 2 ** getattr(config, "num_conv_layers", 2)
@@ -213,9 +209,41 @@ def numpy_view(dataset, speech: bool):
     return dataset.with_format("numpy", columns=inputs, output_all_columns=True)
 
 
-def schedule_callbacks(config, head_args: HeadSelectionArguments) -> list:
-    """The temperature and noise-scale schedules the flags ask for, each starting from the model's config value."""
-    callbacks = []
+def check_flags(task: RecipeTask, model_args: ModelArguments, head_args: HeadSelectionArguments,
+                data_args: DataArguments, training_args) -> None:
+    """The rules between flags, checked before any data is read or a tokenizer trained (a `ValueError` names the
+    rule broken): what would otherwise fail, or quietly do something else, only after preprocessing or training."""
+    if (training_args.do_eval or training_args.do_predict) and not (
+            training_args.do_train or model_args.model_name_or_path):
+        raise ValueError("--do_eval / --do_predict without --do_train score a trained model: give it with "
+                         "--model_name_or_path (else a fresh, untrained model would be scored)")
+    if data_args.task_tag and not task.speech:
+        raise ValueError("--task_tag is for speech recipes; MT tells the target language with --target_lang_token")
+    if data_args.encoder_task_tag and task.speech:
+        raise ValueError("--encoder_task_tag is for MT (a tag prepended to the source text); speech recipes tell "
+                         "the decoder task with --task_tag")
+    if training_args.do_train:
+        resume_checkpoint(training_args)  # the folder exists
+    if not model_args.shared_baseline:
+        list(_schedules(head_args))  # each non-constant schedule has its final value
+    if data_args.early_stopping_patience and training_args.eval_strategy == "no":
+        raise ValueError("--early_stopping_patience needs evaluation during training (--eval_strategy steps/epoch)")
+    if training_args.do_train and data_args.average_last_n > 0:
+        if training_args.save_strategy == "no":
+            raise ValueError(f"--average_last_n {data_args.average_last_n} averages saved checkpoints, and "
+                             "--save_strategy no saves none")
+        if training_args.save_total_limit is not None and training_args.save_total_limit < data_args.average_last_n:
+            raise ValueError(f"--average_last_n {data_args.average_last_n} needs that many checkpoints kept, and "
+                             f"--save_total_limit {training_args.save_total_limit} keeps fewer")
+    if task.metric == "bleu":
+        try:
+            BLEU(tokenize=data_args.bleu_tokenize)
+        except Exception as error:  # sacrebleu raises KeyError for an unknown name, RuntimeError for a missing one
+            raise ValueError(f"--bleu_tokenize {data_args.bleu_tokenize!r} cannot score: {error}") from error
+
+
+def _schedules(head_args: HeadSelectionArguments):
+    """`(schedule, config keyword, final value, callback class)` of each non-constant schedule the flags ask for."""
     for name, keyword, final_flag, callback in (
         ("temperature", "head_selection_temperature", "final_temperature", TemperatureScheduleCallback),
         ("noise", "head_selection_noise_scale", "final_noise_scale", NoiseScheduleCallback),
@@ -225,8 +253,13 @@ def schedule_callbacks(config, head_args: HeadSelectionArguments) -> list:
             continue
         if final is None:
             raise ValueError(f"--{name}_schedule needs --{final_flag}")
-        callbacks.append(callback(float(getattr(config, keyword)), final, schedule))
-    return callbacks
+        yield schedule, keyword, final, callback
+
+
+def schedule_callbacks(config, head_args: HeadSelectionArguments) -> list:
+    """The temperature and noise-scale schedules the flags ask for, each starting from the model's config value."""
+    return [callback(float(getattr(config, keyword)), final, schedule)
+            for schedule, keyword, final, callback in _schedules(head_args)]
 
 
 def make_trainer(task: RecipeTask, model, tokenizer, feature_extractor, prepared: dict, metrics: TaskMetrics,
@@ -264,22 +297,46 @@ def make_trainer(task: RecipeTask, model, tokenizer, feature_extractor, prepared
 
 def early_stopping(task: RecipeTask, patience: int, training_args) -> EarlyStoppingCallback:
     """Early stopping on `--metric_for_best_model`, by default the task's averaged score (lower WER / higher BLEU)."""
-    if training_args.eval_strategy == "no":
-        raise ValueError("--early_stopping_patience needs evaluation during training (--eval_strategy steps/epoch)")
     if training_args.metric_for_best_model is None:
         training_args.metric_for_best_model = task.metric
         training_args.greater_is_better = task.metric == "bleu"
     return EarlyStoppingCallback(early_stopping_patience=patience)
 
 
+def resume_checkpoint(training_args) -> Path | None:
+    """The checkpoint `--resume_from_checkpoint` resumes: `last` the output folder's last checkpoint if there is one
+    (else a fresh start: restartable runs), `true` the last one (an error if there is none), or a path."""
+    resume = training_args.resume_from_checkpoint
+    if resume is None or str(resume).lower() in ("false", "none"):
+        return None
+    if str(resume).lower() in ("last", "true"):
+        checkpoints = find_checkpoints(training_args.output_dir)
+        if not checkpoints and str(resume).lower() == "true":
+            raise ValueError(f"--resume_from_checkpoint true: no checkpoint-* folder in {training_args.output_dir}")
+        return checkpoints[-1] if checkpoints else None
+    if not (Path(resume) / "config.json").is_file():
+        raise ValueError(f"--resume_from_checkpoint {resume}: not a checkpoint folder (no config.json)")
+    return Path(resume)
+
+
+def check_resumable(checkpoint: Path | None, model) -> None:
+    """`ValueError` when the checkpoint to resume was made with other tasks or another structure than the model this
+    run builds: resuming would quietly load its rows for other tasks, or its weights for another choice rule."""
+    if checkpoint is None:
+        return
+    saved = json.loads((checkpoint / "config.json").read_text())
+    for name in ("model_type", *STRUCTURAL_KEYWORDS):
+        built = getattr(model.config, name, None)
+        if saved.get(name) != built:
+            raise ValueError(f"--resume_from_checkpoint: {checkpoint} was trained with {name}={saved.get(name)!r}, "
+                             f"and this run builds {name}={built!r}: resume with the flags the run started with, or "
+                             "train into another --output_dir")
+
+
 def train(trainer: HeadSelSeq2SeqTrainer, train_size: int, data_args: DataArguments) -> dict:
     """Train (resuming if asked), average the last checkpoints if asked, save model and processor."""
-    resume = trainer.args.resume_from_checkpoint
-    if str(resume).lower() == "last":  # the last checkpoint if there is one, else a fresh start (restartable runs)
-        resume = True if find_checkpoints(trainer.args.output_dir) else None
-    elif str(resume).lower() == "true":
-        resume = True
-    output = trainer.train(resume_from_checkpoint=resume)
+    checkpoint = resume_checkpoint(trainer.args)
+    output = trainer.train(resume_from_checkpoint=None if checkpoint is None else str(checkpoint))
     if data_args.average_last_n > 0:
         average_last_checkpoints(trainer, data_args.average_last_n)
     trainer.save_model()
@@ -354,6 +411,7 @@ def run(task: RecipeTask, args: list[str] | None = None) -> RecipeResult:
     """Run a recipe with command-line `args` (default `sys.argv[1:]`)."""
     model_args, head_args, data_args, training_args = parse_arguments(args)
     push = take_push_to_hub(training_args)
+    check_flags(task, model_args, head_args, data_args, training_args)
     setup_logging(training_args)
     set_seed(training_args.seed)
     Path(training_args.output_dir).mkdir(parents=True, exist_ok=True)
@@ -370,6 +428,8 @@ def run(task: RecipeTask, args: list[str] | None = None) -> RecipeResult:
     feature_extractor = get_feature_extractor(model_args, training_args) if task.speech else None
     head_args.task_type = task_type
     model = build_model(task, model_args, head_args, tokenizer, encoder_tasks, decoder_tasks)
+    if training_args.do_train:
+        check_resumable(resume_checkpoint(training_args), model)
     if task.speech and model.config.input_feat_per_channel != feature_extractor.feature_size:
         raise ValueError(f"the model reads {model.config.input_feat_per_channel} features per frame, the feature "
                          f"extractor makes {feature_extractor.feature_size}")

@@ -21,6 +21,7 @@ from pathlib import Path
 from tqdm.auto import tqdm
 
 from ..arguments import RecipeTask, parse_arguments
+from ..recipe import check_flags
 from ..results_keys import results_path
 from .spec import Experiment, System, run_dir, training_order
 from .tables import report
@@ -65,6 +66,7 @@ def run_flags(experiment: Experiment, run: Run) -> dict:
     """The recipe flags of a run: the experiment's flags, the budget, the system's, the part's, then the run's own
     output folder and seeds (and the source model of `init_from`)."""
     values = {
+        "resume_from_checkpoint": "last",  # an interrupted run resumes from its last checkpoint
         "do_train": True,
         "do_eval": experiment.split == "eval",
         "do_predict": experiment.split == "predict",
@@ -166,8 +168,9 @@ def train_all(experiment: Experiment, task: RecipeTask, runner: RecipeRunner, dr
               poll_seconds: float = 30.0, systems: Sequence[str] | None = None) -> list[Run]:
     """Run every run whose results file does not exist yet, in-process, one after the other. Each run's flags are
     written to `run_config.json` in its folder and the recipe reads that file, so
-    `headsel-train <recipe> <run folder>/run_config.json` repeats a run exactly. A dry run writes the files,
-    checks that the recipe parses them and lists the commands. Returns the runs this call trained.
+    `headsel-train <recipe> <run folder>/run_config.json` repeats a run exactly. Every run's file is parsed and its
+    flags checked ([`check_flags`]) before the first run trains; a dry run stops there and lists the commands.
+    Returns the runs this call trained.
 
     Lanes: the same experiment started N times (on one machine, or on machines sharing the folder) trains in N lanes.
     A lane claims a run before training it (`lane.claim` in the run folder, created exclusively), skips runs other
@@ -178,10 +181,11 @@ def train_all(experiment: Experiment, task: RecipeTask, runner: RecipeRunner, dr
     todo = [run for run in runs if not results_file(experiment, run).exists()]
     logger.info("experiment %s: %d runs, %d done, %d to train", experiment.name, len(runs), len(runs) - len(todo),
                 len(todo))
+    configs = [(run, run_config_path(experiment, run)) for run in todo]
+    for _, config in configs:  # unknown or ill-typed flags, and flags that break a rule, fail before any training
+        check_flags(task, *parse_arguments([str(config)]))
     if dry_run:
-        for run in todo:
-            config = run_config_path(experiment, run)
-            parse_arguments([str(config)])  # unknown or ill-typed flags fail here, before any training
+        for run, config in configs:
             print(f"headsel-train {task.name} {config}  # {run.system.name}, seed {run.seed}"
                   + (f", part {run.part}" if run.part else ""))
         return todo
