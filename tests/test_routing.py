@@ -231,6 +231,16 @@ def test_a_bool_or_a_float_scalar_is_not_a_task_id(family, side, bad_ids):
         model.generate(**family.inputs(), **ids, max_new_tokens=3)
 
 
+@pytest.mark.parametrize("keyword", ["decoder_task_id", "task_ids"])
+def test_a_misspelled_task_keyword_is_refused_not_ignored(family, keyword):
+    # the stock forward passes unknown keywords on unread: the batch would run on the default task
+    model = mixed_model(family, "group", default_encoder_task="de", default_decoder_task="it")
+    base = family.base_model_class(model.config).eval()
+    for forward in (model, base):
+        with pytest.raises(ValueError, match=f"unknown keyword arguments \\['{keyword}'\\]"):
+            forward(**family.inputs(), decoder_input_ids=family.decoder_input_ids(), **{keyword: DECODER_IDS})
+
+
 def test_a_default_task_set_by_assignment_is_checked_when_used(family):
     model = mixed_model(family, "group")
     model.config.default_decoder_task = "xx"  # no config check runs on assignment

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import inspect
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import torch
@@ -239,10 +239,19 @@ class HeadSelectionBaseModelMixin:
 
     # ---- forward helpers --------------------------------------------------------------------------------------
 
-    def task_routes(self, encoder_task_ids, decoder_task_ids, batch_size: int, device: torch.device) -> Routing:
+    def task_routes(self, encoder_task_ids, decoder_task_ids, batch_size: int, device: torch.device,
+                    other_keywords: Sequence[str] = ()) -> Routing:
         """The [`Routing`] of a forward pass, handed to the layers as `head_selection_routing`: the ids of both
         sides, validated once, and (unless evaluating without autograd, where the layers cache their choice) the
-        [`HeadDraw`] of every component: one Gumbel-sigmoid sample of all layers per forward pass in training."""
+        [`HeadDraw`] of every component: one Gumbel-sigmoid sample of all layers per forward pass in training.
+
+        `other_keywords`, the names of the forward's other keyword arguments, may not name a task: the stock forward
+        passes unknown keywords on unread, so a misspelled `decoder_task_id=` would run every example on the default
+        task."""
+        misspelled = [name for name in other_keywords if "task" in name]
+        if misspelled:
+            raise ValueError(f"unknown keyword arguments {misspelled}: the task ids are encoder_task_ids and "
+                             "decoder_task_ids")
         draws = None
         if self.training or torch.is_grad_enabled():
             temperature = float(self.config.head_selection_temperature)

@@ -81,7 +81,8 @@ class HeadSelMarianModel(HeadSelectionBaseModelMixin, MarianModel):
         r"""The stock forward, routed per example (`encoder_task_ids` / `decoder_task_ids` as in
         [`HeadSelMarianMTModel.forward`])."""
         reference = first_tensor(input_ids, inputs_embeds, encoder_outputs, decoder_input_ids, decoder_inputs_embeds)
-        routing = self.task_routes(encoder_task_ids, decoder_task_ids, reference.shape[0], reference.device)
+        routing = self.task_routes(encoder_task_ids, decoder_task_ids, reference.shape[0], reference.device,
+                                   other_keywords=kwargs)
         return self.routed_forward(
             super().forward,
             routing,
@@ -162,7 +163,8 @@ class HeadSelMarianMTModel(HeadSelectionModelMixin, MarianMTModel):
         `return_dict=False`, the stock tuple with `head_selection_kl` appended (when `labels` are given).
         """
         reference = first_tensor(input_ids, inputs_embeds, encoder_outputs, decoder_input_ids, decoder_inputs_embeds)
-        routing = self.task_routes(encoder_task_ids, decoder_task_ids, reference.shape[0], reference.device)
+        routing = self.task_routes(encoder_task_ids, decoder_task_ids, reference.shape[0], reference.device,
+                                   other_keywords=kwargs)
         outputs = super().forward(
             input_ids,
             attention_mask=attention_mask,

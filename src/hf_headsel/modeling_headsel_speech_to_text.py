@@ -85,7 +85,8 @@ class HeadSelSpeech2TextModel(HeadSelectionBaseModelMixin, Speech2TextModel):
         r"""The stock forward, routed per example (`encoder_task_ids` / `decoder_task_ids` as in
         [`HeadSelSpeech2TextForConditionalGeneration.forward`])."""
         reference = first_tensor(input_features, encoder_outputs, decoder_input_ids, decoder_inputs_embeds)
-        routing = self.task_routes(encoder_task_ids, decoder_task_ids, reference.shape[0], reference.device)
+        routing = self.task_routes(encoder_task_ids, decoder_task_ids, reference.shape[0], reference.device,
+                                   other_keywords=kwargs)
         return self.routed_forward(
             super().forward,
             routing,
@@ -162,7 +163,8 @@ class HeadSelSpeech2TextForConditionalGeneration(HeadSelectionModelMixin, Speech
         `return_dict=False`, the stock tuple with `head_selection_kl` appended (when `labels` are given).
         """
         reference = first_tensor(input_features, encoder_outputs, decoder_input_ids, decoder_inputs_embeds, labels)
-        routing = self.task_routes(encoder_task_ids, decoder_task_ids, reference.shape[0], reference.device)
+        routing = self.task_routes(encoder_task_ids, decoder_task_ids, reference.shape[0], reference.device,
+                                   other_keywords=kwargs)
         outputs = super().forward(
             input_features,
             attention_mask=attention_mask,
