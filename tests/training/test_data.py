@@ -114,6 +114,30 @@ def test_missing_files_and_columns_are_clear_errors(tmp_path):
         load(ASR, tmp_path, splits=("train",))
 
 
+HEADER = "source,target,source_lang,target_lang\n"
+
+
+@pytest.mark.parametrize(
+    "name, content, message",
+    [
+        ("train.csv", HEADER + 'a b,c d,en,de\n"the cat,x y,en,de\ne f,g h,en,fr\ni j,k "l",en,de\n',
+         "the 'source' cell of data row 2 holds a line break"),  # the quote swallowed two rows, uncounted
+        ("train.jsonl", '{"source": "a", "target": "b", "source_lang": "en", "target_lang": "de"}\n{"source": \n',
+         "cannot be read as json"),
+        ("train.tsv", HEADER.replace(",", "\t") + "a\tb\ten\tde\nc\td\ten\tde\textra\n",
+         "cannot be read as tsv: ParserError"),
+        ("train.csv", HEADER + "caf\xe9,x,en,de\n", "cannot be read as csv: UnicodeDecodeError"),
+    ],
+    ids=["csv-open-quote", "json-line", "tsv-extra-field", "not-utf8"],
+)
+def test_a_file_that_cannot_be_read_as_its_format_is_a_clear_error(tmp_path, name, content, message):
+    path = tmp_path / name
+    path.write_bytes(content.encode("latin-1"))
+    with pytest.raises(DataError, match=message) as error:
+        load(MT, tmp_path, train_file=[str(path)])
+    assert str(path) in str(error.value)
+
+
 def test_tasks_from_training_data(tmp_path):
     rows = text_rows(6, seed=0)
     train = load(MT, tmp_path, train_file=[str(write_jsonl(tmp_path / "t.jsonl", rows))])["train"]

@@ -26,6 +26,7 @@ from pathlib import Path
 
 import datasets
 from datasets import Audio, Dataset, Features, Value
+from datasets.exceptions import DatasetGenerationError
 
 from .arguments import DataArguments, RecipeTask
 
@@ -164,26 +165,52 @@ def parse_fairseq_split_name(name: str) -> dict[str, str] | None:
 
 def load_file(path: Path, data_format: str, cache_dir: str | None = None) -> Dataset:
     """One data file as a `Dataset`. CSV/TSV cells are read as strings, empty cells stay `""` (no NaN), and TSVs
-    are read unquoted like fairseq's manifests."""
-    if data_format == "json":
-        return datasets.load_dataset("json", data_files=str(path), split="train", cache_dir=cache_dir)
-    if data_format == "parquet":
-        return datasets.load_dataset("parquet", data_files=str(path), split="train", cache_dir=cache_dir)
-    if data_format not in ("csv", "tsv", "fairseq"):
+    are read unquoted like fairseq's manifests.
+
+    A file that cannot be read as its format (a line that is not JSON, bytes that are not UTF-8, a row with more
+    fields than the header, a CSV cell holding a line break: a quote left open, which would swallow the rows after
+    it) is a [`DataError`] naming the file, raised before any work."""
+    if data_format not in ("json", "parquet", "csv", "tsv", "fairseq"):
         raise DataError(f"unknown --data_format {data_format!r}: use auto, json, csv, tsv, parquet or fairseq")
-    delimiter = "," if data_format == "csv" else "\t"
-    header = read_header(path, delimiter)
+    try:
+        delimiter = "," if data_format == "csv" else "\t"
+        header = None if data_format in ("json", "parquet") else read_header(path, delimiter)
+        dataset = _read(path, data_format, header, cache_dir)
+    except DataError:
+        raise
+    except (DatasetGenerationError, UnicodeDecodeError, ValueError) as error:  # ValueError: pandas' ParserError
+        cause = error.__cause__ if isinstance(error, DatasetGenerationError) and error.__cause__ else error
+        raise DataError(f"{path} cannot be read as {data_format}: {type(cause).__name__}: {cause}") from error
+    if data_format == "csv":
+        _refuse_line_breaks(path, dataset, header)
+    return dataset
+
+
+def _read(path: Path, data_format: str, header: list[str] | None, cache_dir: str | None) -> Dataset:
+    if header is None:
+        return datasets.load_dataset(data_format, data_files=str(path), split="train", cache_dir=cache_dir)
     return datasets.load_dataset(
         "csv",
         data_files=str(path),
         split="train",
         cache_dir=cache_dir,
-        delimiter=delimiter,
+        delimiter="," if data_format == "csv" else "\t",  # fairseq manifests are TSVs
         quoting=csv.QUOTE_MINIMAL if data_format == "csv" else csv.QUOTE_NONE,
         keep_default_na=False,
         na_filter=False,
         features=Features({name: Value("string") for name in header}),
     )
+
+
+def _refuse_line_breaks(path: Path, dataset: Dataset, header: list[str]) -> None:
+    """A [`DataError`] at the first CSV cell holding a line break: the recipes read one example per line, and a
+    quote opened in a cell and not closed reads every following line into that cell, until the next quote."""
+    for column in header:
+        row = next((index for index, value in enumerate(dataset[column]) if "\n" in value or "\r" in value), None)
+        if row is not None:
+            raise DataError(f"{path}: the {column!r} cell of data row {row + 1} holds a line break (a quote left open "
+                            "reads the lines after it into that cell): one example per line, with quotes closed or "
+                            "doubled, or use a TSV")
 
 
 # --------------------------------------------------------------------------------------------------------------------
