@@ -231,6 +231,12 @@ class DataArguments:
     max_train_samples: int | None = field(default=None, metadata={"help": "Keep the first N training examples."})
     max_eval_samples: int | None = field(default=None, metadata={"help": "Keep the first N validation examples."})
     max_predict_samples: int | None = field(default=None, metadata={"help": "Keep the first N test examples."})
+    overwrite_output_dir: bool = field(
+        default=False,
+        metadata={"help": "Start over in an --output_dir that holds an earlier run's checkpoint-* folders or "
+                          "tokenizer: remove its checkpoints, selection log and scores, and train a new tokenizer "
+                          "(without it, a training run refuses such a folder unless it resumes it)."},
+    )
     average_last_n: int = field(
         default=0, metadata={"help": "Average the last N saved checkpoints into the final model (0: no averaging)."}
     )

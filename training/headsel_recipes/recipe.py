@@ -24,6 +24,7 @@ from .modeling import STRUCTURAL_KEYWORDS, build_model, checkpoint_tasks, find_c
 from .publishing import publish, take_push_to_hub
 from .preprocess import PrepareContext, SplitReport, prepare_split, write_report
 from .results_keys import TRAIN_LOSS_EVAL_MODE, TRAIN_LOSS_TRAIN_MODE, predictions_path, unusable_key
+from .run_folder import AVERAGED_CHECKPOINTS_NAME, clear_earlier_run, earlier_run
 from .tokenizer import (
     has_tokenizer,
     lang_token,
@@ -103,13 +104,14 @@ def resolve_tasks(task: RecipeTask, head_args: HeadSelectionArguments, raw: dict
 
 def get_tokenizer(task: RecipeTask, model_args: ModelArguments, data_args: DataArguments, raw: dict,
                   encoder_tasks: list[str], decoder_tasks: list[str], training_args, task_type: str = "lang"):
-    """`--tokenizer_name`, else the checkpoint's, else the one already in the output folder (a resumed run), else a
-    sentencepiece model trained on the training text and saved to the output folder.
+    """`--tokenizer_name`, else the checkpoint's, else the one already in the output folder (a resumed run; not when
+    starting over there), else a sentencepiece model trained on the training text and saved to the output folder.
 
     The main process decides first; the others then find what it saved (every process passes the same barriers).
     """
     with training_args.main_process_first(desc="building the tokenizer"):
-        for path in (model_args.tokenizer_name, model_args.model_name_or_path, training_args.output_dir):
+        own = own_output_dir(data_args, training_args)
+        for path in (model_args.tokenizer_name, model_args.model_name_or_path, own):
             explicit = path == model_args.tokenizer_name or not Path(path or ".").exists()  # a name or a Hub id
             if path is not None and (explicit or has_tokenizer(path, task.speech)):
                 logger.info("tokenizer from %s", path)
@@ -137,10 +139,18 @@ def get_tokenizer(task: RecipeTask, model_args: ModelArguments, data_args: DataA
         return tokenizer
 
 
-def get_feature_extractor(model_args: ModelArguments, training_args) -> Speech2TextFeatureExtractor:
+def own_output_dir(data_args: DataArguments, training_args) -> str | None:
+    """The output folder, where a run may find its own processor; `None` when it starts over there
+    (`--overwrite_output_dir`): what the folder holds is an earlier run's."""
+    return None if training_args.do_train and data_args.overwrite_output_dir else training_args.output_dir
+
+
+def get_feature_extractor(model_args: ModelArguments, data_args: DataArguments,
+                          training_args) -> Speech2TextFeatureExtractor:
     """`--feature_extractor_name`, else the checkpoint's, else the output folder's, else 80 log-mel bins at 16 kHz
     with utterance mean/variance normalization (fairseq's S2T front end)."""
-    for path in (model_args.feature_extractor_name, model_args.model_name_or_path, training_args.output_dir):
+    for path in (model_args.feature_extractor_name, model_args.model_name_or_path,
+                 own_output_dir(data_args, training_args)):
         if path is not None and any((Path(path) / name).exists() for name in FEATURE_EXTRACTOR_FILES):
             return Speech2TextFeatureExtractor.from_pretrained(path)
     return Speech2TextFeatureExtractor(feature_size=80, num_mel_bins=80, sampling_rate=16000, padding_value=0.0,
@@ -223,7 +233,7 @@ def check_flags(task: RecipeTask, model_args: ModelArguments, head_args: HeadSel
         raise ValueError("--encoder_task_tag is for MT (a tag prepended to the source text); speech recipes tell "
                          "the decoder task with --task_tag")
     if training_args.do_train:
-        resume_checkpoint(training_args)  # the folder exists
+        check_output_dir(task, model_args, data_args, training_args)
     if not model_args.shared_baseline:
         list(_schedules(head_args))  # each non-constant schedule has its final value
     if data_args.early_stopping_patience and training_args.eval_strategy == "no":
@@ -240,6 +250,28 @@ def check_flags(task: RecipeTask, model_args: ModelArguments, head_args: HeadSel
             BLEU(tokenize=data_args.bleu_tokenize)
         except Exception as error:  # sacrebleu raises KeyError for an unknown name, RuntimeError for a missing one
             raise ValueError(f"--bleu_tokenize {data_args.bleu_tokenize!r} cannot score: {error}") from error
+
+
+def check_output_dir(task: RecipeTask, model_args: ModelArguments, data_args: DataArguments, training_args) -> None:
+    """A training run that neither resumes `--output_dir`'s earlier run nor starts over there
+    (`--overwrite_output_dir`) refuses a folder whose checkpoints or tokenizer it would take for its own
+    ([`headsel_recipes.run_folder`]); a checkpoint to resume must exist."""
+    resume = training_args.resume_from_checkpoint
+    continues = resume_checkpoint(training_args) is not None or str(resume).lower() == "last"
+    if data_args.overwrite_output_dir:
+        if continues:
+            raise ValueError(f"--overwrite_output_dir starts over in {training_args.output_dir}, and "
+                             f"--resume_from_checkpoint {resume} continues a run: give one of them")
+        return
+    if continues:
+        return
+    left = earlier_run(training_args.output_dir, speech=task.speech,
+                       reads_its_tokenizer=not (model_args.tokenizer_name or model_args.model_name_or_path))
+    if left:
+        raise ValueError(f"--output_dir {training_args.output_dir} holds an earlier run's {', '.join(left)}, which "
+                         "this run (from step 0) would take for its own: continue that run with "
+                         "--resume_from_checkpoint last, start over there with --overwrite_output_dir, or train into "
+                         "another --output_dir")
 
 
 def _schedules(head_args: HeadSelectionArguments):
@@ -416,6 +448,10 @@ def run(task: RecipeTask, args: list[str] | None = None) -> RecipeResult:
     set_seed(training_args.seed)
     Path(training_args.output_dir).mkdir(parents=True, exist_ok=True)
     logger.info("recipe %s; training arguments %s", task.name, training_args)
+    if training_args.do_train and data_args.overwrite_output_dir:
+        with training_args.main_process_first(desc="clearing the earlier run"):
+            if training_args.should_save:
+                clear_earlier_run(training_args.output_dir)
 
     fixed = checkpoint_tasks(model_args.model_name_or_path, model_args.cache_dir) if (
         model_args.model_name_or_path and not model_args.shared_baseline) else None
@@ -425,7 +461,7 @@ def run(task: RecipeTask, args: list[str] | None = None) -> RecipeResult:
     encoder_tasks, decoder_tasks, task_type = resolve_tasks(task, head_args, raw, fixed, model_args.model_name_or_path)
     logger.info("task_type=%s; encoder tasks %s; decoder tasks %s", task_type, encoder_tasks, decoder_tasks)
     tokenizer = get_tokenizer(task, model_args, data_args, raw, encoder_tasks, decoder_tasks, training_args, task_type)
-    feature_extractor = get_feature_extractor(model_args, training_args) if task.speech else None
+    feature_extractor = get_feature_extractor(model_args, data_args, training_args) if task.speech else None
     head_args.task_type = task_type
     model = build_model(task, model_args, head_args, tokenizer, encoder_tasks, decoder_tasks)
     if training_args.do_train:
@@ -468,5 +504,5 @@ def average_last_checkpoints(trainer: HeadSelSeq2SeqTrainer, last_n: int) -> lis
     names = [path.name for path in checkpoints]
     logger.info("averaged checkpoints %s into the final model", names)
     if trainer.is_world_process_zero():
-        (Path(trainer.args.output_dir) / "averaged_checkpoints.json").write_text(json.dumps(names) + "\n")
+        (Path(trainer.args.output_dir) / AVERAGED_CHECKPOINTS_NAME).write_text(json.dumps(names) + "\n")
     return names

@@ -1,0 +1,57 @@
+# Copyright 2026 The hf-headsel authors. Licensed under the Apache License, Version 2.0.
+"""What an earlier training run left in `--output_dir` that a new one would take for its own.
+
+A run that starts from step 0 in a used folder would mix the earlier run's `checkpoint-*` folders with its own
+(`--average_last_n` averages the last ones by step, the Trainer's rotation keeps the highest steps, a later
+`--resume_from_checkpoint last` resumes the highest) and would reuse its tokenizer instead of training one on its
+own data. The recipes refuse such a folder unless the run continues it (`--resume_from_checkpoint`) or starts over
+in it (`--overwrite_output_dir`, which removes those files: [`clear_earlier_run`]).
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+from pathlib import Path
+
+from hf_headsel.analysis import SELECTION_LOG_NAME
+
+from .modeling import find_checkpoints
+from .results_keys import RESULT_FILES, predictions_path, results_path
+from .tokenizer import has_tokenizer
+
+logger = logging.getLogger("headsel_recipes")
+
+#: The names of the checkpoints `--average_last_n` averaged into the final model.
+AVERAGED_CHECKPOINTS_NAME = "averaged_checkpoints.json"
+
+
+def earlier_run(output_dir: str | Path, *, reads_its_tokenizer: bool, speech: bool) -> list[str]:
+    """What an earlier run left in `output_dir` that a new run from step 0 would take for its own: its
+    `checkpoint-*` folders, and its tokenizer where the run would load it (`reads_its_tokenizer`: no
+    `--tokenizer_name` nor `--model_name_or_path` names another). Empty for an unused folder."""
+    found = [path.name for path in find_checkpoints(str(output_dir))]
+    if reads_its_tokenizer and has_tokenizer(str(output_dir), speech):
+        found.append("tokenizer")
+    return found
+
+
+def clear_earlier_run(output_dir: str | Path) -> list[str]:
+    """Remove what an earlier run left in `output_dir` that a run starting over there would mix with its own: the
+    `checkpoint-*` folders, the selection log, the averaged checkpoints' names, the scores and predictions. Its
+    model and tokenizer files are written over by the new run (which trains its own tokenizer); other files and
+    folders are kept. Returns the names removed."""
+    folder = Path(output_dir)
+    removed = []
+    for checkpoint in find_checkpoints(str(folder)):
+        shutil.rmtree(checkpoint)
+        removed.append(checkpoint.name)
+    files = [folder / SELECTION_LOG_NAME, folder / AVERAGED_CHECKPOINTS_NAME, predictions_path(folder),
+             results_path(folder, "train"), *(folder / name for name in RESULT_FILES)]
+    for path in files:
+        if path.is_file():
+            path.unlink()
+            removed.append(path.name)
+    if removed:
+        logger.info("--overwrite_output_dir: removed the earlier run's %s from %s", ", ".join(removed), folder)
+    return removed
