@@ -158,6 +158,25 @@ def test_loading_refuses_keywords_that_change_what_the_weights_were_trained_for(
         family.model_class.from_pretrained(tmp_path, **overrides)
 
 
+@pytest.mark.parametrize("through", ["auto-class", "config"])
+def test_loading_refuses_a_structure_change_made_in_the_config(family, tmp_path, through):
+    # AutoModel...from_pretrained sets the keywords on the config it builds and hands the model class that config
+    model = family.model(head_selection_components=ALL_COMPONENTS)
+    model.save_pretrained(tmp_path)
+    reordered = list(reversed(DECODER_TASKS))
+    with pytest.raises(ValueError, match="config=<a config with decoder_tasks=.* would change the trained model"):
+        if through == "auto-class":
+            family.auto_model_class.from_pretrained(tmp_path, decoder_tasks=reordered)
+        else:
+            family.model_class.from_pretrained(tmp_path, config=family.config(
+                head_selection_components=ALL_COMPONENTS, decoder_tasks=reordered))
+    loaded = family.auto_model_class.from_pretrained(tmp_path, head_selection_temperature=2.0)  # runtime: taken
+    assert type(loaded) is family.model_class and loaded.config.head_selection_temperature == 2.0
+    same = family.model_class.from_pretrained(tmp_path, config=type(model.config).from_pretrained(tmp_path))
+    assert all(torch.equal(heads, model.selected_heads()[component])
+               for component, heads in same.selected_heads().items())
+
+
 def test_loading_takes_runtime_keywords_and_the_saved_structure_unchanged(family, tmp_path):
     model = family.model(head_selection_components=ALL_COMPONENTS)
     randomize_selector_logits(model)

@@ -70,16 +70,23 @@ TRAINED_STRUCTURE_KEYWORDS = tuple(
 )
 
 
-def _refuse_structure_change(config: HeadSelectionConfigMixin, requested: dict) -> None:
-    """`ValueError` if a keyword in `requested` (as `from_pretrained` got it) differs from the loaded `config`: it
-    would reorder the trained tasks' rows or change what the heads mean, and the loaded weights still fit."""
+#: The `from_pretrained` keywords that say where its config file is (the stock `get_config_dict` reads them).
+CONFIG_FILE_KEYWORDS = ("cache_dir", "force_download", "proxies", "token", "local_files_only", "revision", "subfolder",
+                        "_commit_hash")
+
+
+def _refuse_structure_change(config: HeadSelectionConfigMixin, requested: dict,
+                             given_as: str = "from_pretrained(..., {name}={value!r})") -> None:
+    """`ValueError` if a keyword in `requested` (as `from_pretrained` got it: `given_as`) differs from the saved
+    `config`: it would reorder the trained tasks' rows or change what the heads mean, and the loaded weights still
+    fit."""
     if not requested:
         return
     wanted = type(config).from_dict({**config.to_dict(), **requested})  # normalised and checked like the saved one
     for name in requested:
         if getattr(wanted, name) != getattr(config, name):
             raise ValueError(
-                f"from_pretrained(..., {name}={requested[name]!r}) would change the trained model's tasks or "
+                f"{given_as.format(name=name, value=requested[name])} would change the trained model's tasks or "
                 f"structure: it was saved with {name}={getattr(config, name)!r}, and its weights are laid out for "
                 "that. Only the runtime keywords (temperature, noise scale, KL weight, default tasks) may change on "
                 "loading, and fresh adapters be added; for another layout build a new model from a config (or "
@@ -195,15 +202,37 @@ class HeadSelectionBaseModelMixin:
         Config keywords passed here may change what runs (temperature, noise, KL weight, default tasks) and add
         fresh task adapters to a checkpoint without them, not the tasks or the structure the weights were trained
         for (task lists, task type, strategy, components, `H'`, cross-attention key): a value other than the saved
-        one is a `ValueError` (the same value is accepted).
+        one is a `ValueError` (the same value is accepted), passed here or in a `config=` (which is how
+        `AutoModelForSeq2SeqLM.from_pretrained(path, **keywords)` passes them).
         """
         fixed = {name: kwargs.pop(name) for name in TRAINED_STRUCTURE_KEYWORDS if name in kwargs}
+        checkpoint = args[0] if args else kwargs.get("pretrained_model_name_or_path")
+        if isinstance(kwargs.get("config"), HeadSelectionConfigMixin) and checkpoint is not None:
+            cls._refuse_config_structure_change(checkpoint, kwargs)
         loaded = super().from_pretrained(*args, **kwargs)
         model = loaded[0] if isinstance(loaded, tuple) else loaded  # (model, loading info) on request
         _refuse_structure_change(model.config, fixed)
         if task is not None or encoder_task is not None or decoder_task is not None:
             model.set_default_task(task, encoder_task=encoder_task, decoder_task=decoder_task)
         return loaded
+
+    @classmethod
+    def _refuse_config_structure_change(cls, checkpoint: str | os.PathLike, kwargs: dict) -> None:
+        """The check of [`from_pretrained`]'s keywords for a config given with `config=`, against the checkpoint's
+        saved one (when it is a head-selection config): `AutoModel...from_pretrained(path, decoder_tasks=...)` sets
+        the keywords on the config it builds and passes that on. Skipped when the saved config cannot be read here
+        (the loading then says why)."""
+        given = kwargs["config"]
+        try:
+            saved, _ = cls.config_class.get_config_dict(
+                checkpoint, **{name: kwargs[name] for name in CONFIG_FILE_KEYWORDS if name in kwargs})
+        except OSError:
+            return
+        if saved.get("model_type") != cls.config_class.model_type:  # a stock checkpoint: upcycled, nothing trained
+            return
+        _refuse_structure_change(
+            cls.config_class.from_dict(saved), {name: getattr(given, name) for name in TRAINED_STRUCTURE_KEYWORDS},
+            given_as="from_pretrained(..., config=<a config with {name}={value!r}>)")
 
     def set_default_task(self, task: str | None = None, *, encoder_task: str | None = None,
                          decoder_task: str | None = None) -> None:
