@@ -3,7 +3,8 @@
 is cheap (bounded: it stops itself after `SERVER_LIFETIME` seconds). The `hub` fixture (in `conftest.py`) starts it
 with `huggingface_hub` allowed to reach it. Served:
 
-* `POST /api/repos/create`;
+* `POST /api/repos/create` (a name without a namespace is created under [`USER`]) and
+  `POST /api/models/<repo>/branch/<branch>`;
 * `GET /api/agent-harnesses` (huggingface_hub's user-agent telemetry): an empty registry;
 * `POST /api/validate-yaml`: the README metadata must parse, and every model-index result needs a task type, a
   dataset name and type, and metrics with a type and a value (400 with errors otherwise);
@@ -11,8 +12,8 @@ with `huggingface_hub` allowed to reach it. Served:
   the others "regular", as the Hub's default `.gitattributes` decides;
 * the legacy LFS transfer: `POST /<repo>.git/info/lfs/objects/batch`, then `PUT` of each object (its sha256 and
   size must match, 400 otherwise);
-* `POST /api/models/<repo>/commit/<rev>` (NDJSON): regular files arrive base64-encoded; an `lfsFile` must name an
-  object uploaded before (400 otherwise).
+* `POST /api/models/<repo>/commit/<rev>` (NDJSON): the repository and branch must exist (404 otherwise); regular
+  files arrive base64-encoded; an `lfsFile` must name an object uploaded before (400 otherwise).
 
 Not served: the Xet storage protocol that `huggingface_hub` prefers when `hf_xet` is installed (a content-addressed
 chunk store behind a token exchange); the tests set `HF_HUB_DISABLE_XET` so the legacy LFS path is exercised instead.
@@ -29,6 +30,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import yaml
 
 SERVER_LIFETIME = 120.0
+USER = "me"  # the namespace a repository created without one gets (the token's user)
 LFS_SUFFIXES = (".safetensors", ".bin", ".png", ".model", ".spm")
 
 # --------------------------------------------------------------------------------------------------------------------
@@ -44,6 +46,7 @@ class RecordingHub:
         self.created: list[dict] = []
         self.lfs_objects: dict[str, bytes] = {}
         self.commits: list[dict] = []
+        self.branches: dict[str, set[str]] = {}  # repo id -> its branches
         self.errors: list[str] = []
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
@@ -73,7 +76,12 @@ class RecordingHub:
         if method == "POST" and route == ["api", "repos", "create"]:
             payload = json.loads(body)
             self.created.append(payload)
-            return 200, {"url": f"{self.url}/{payload['organization']}/{payload['name']}"}
+            repo_id = f"{payload.get('organization') or USER}/{payload['name']}"  # a bare name: the token's user's
+            self.branches.setdefault(repo_id, {"main"})
+            return 200, {"url": f"{self.url}/{repo_id}"}
+        if method == "POST" and route[:2] == ["api", "models"] and len(route) == 6 and route[4] == "branch":
+            self.branches.setdefault(f"{route[2]}/{route[3]}", {"main"}).add(route[5])
+            return 200, {}
         if method == "GET" and route == ["api", "agent-harnesses"]:  # huggingface_hub's user-agent telemetry
             return 200, {"standardEnvVars": [], "harnesses": {}}
         if method == "POST" and route == ["api", "validate-yaml"]:
@@ -109,6 +117,9 @@ class RecordingHub:
         return 200, {}
 
     def _commit(self, repo_id: str, revision: str, body: bytes) -> tuple[int, dict]:
+        if revision not in self.branches.get(repo_id, ()):  # the Hub commits to existing branches of existing repos
+            self.errors.append(f"commit to {repo_id}@{revision}, which does not exist")
+            return 404, {"error": f"{repo_id}@{revision} not found"}
         lines = [json.loads(line) for line in body.decode().splitlines() if line.strip()]
         header, files = lines[0], {}
         if header["key"] != "header":

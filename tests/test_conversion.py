@@ -387,7 +387,9 @@ def test_export_cli_writes_one_stock_folder_per_task(tmp_path):
     source = tmp_path / "source"
     model.save_pretrained(source)
     tokenizer.save_pretrained(source)
-    (source / "all_results.json").write_text(json.dumps({"eval_bleu": 11.0, "eval_bleu_fr": 12.5, "eval_bleu_it": 9.5}))
+    # the recipe keys translation scores by direction: the folders, labelled by decoder task, find theirs
+    (source / "all_results.json").write_text(json.dumps({"eval_bleu": 11.0, "eval_bleu_en-fr": 12.5,
+                                                         "eval_bleu_en-it": 9.5}))
 
     script = load_script("export_task_models")
     folders = script.main([str(source), str(tmp_path / "exported"), "--source_name", "me/mt-headsel"])
@@ -409,6 +411,13 @@ def test_export_cli_writes_one_stock_folder_per_task(tmp_path):
     with pytest.raises(ValueError, match="unknown directions"):
         script.export_targets(model.config, directions=["en-de"])
     assert [label for label, _ in script.export_targets(model.config, directions=["all"])] == ["en-fr", "en-it"]
+    with pytest.raises(ValueError, match="--tasks en: .* by direction: --directions en-fr en-it"):
+        script.export_targets(model.config, tasks=["en"])  # names the encoder only: the decoder task is open
+    with pytest.raises(ValueError, match="holds a 'marian' model, not a head-selection one"):
+        script.main([str(folders[0]), str(tmp_path / "again")])
+    with pytest.raises(SystemExit):  # argparse's error: the cards' ids need a namespace
+        script.main([str(source), str(tmp_path / "x"), "--push_to_hub", "--hub_prefix", "mt-headsel"])
+    assert not (tmp_path / "x").exists()
 
 
 def test_model_methods_wrap_export_and_upcycling(family):

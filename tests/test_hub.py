@@ -30,6 +30,7 @@ from hf_headsel.hub import (
     DEFAULT_IGNORE_PATTERNS,
     MetricRecord,
     collect_metrics,
+    create_hub_repo,
     prepare_model_folder,
     push_to_hub,
     remote_code_files,
@@ -133,6 +134,12 @@ def test_model_card_metadata_and_sections(tmp_path):
     assert f"| fr | 1.00 | {shared:.2f} |" in text
 
 
+def test_a_local_base_model_stays_out_of_the_metadata(tmp_path):
+    # the Hub's metadata check refuses a base_model that names no Hub model (a push would fail after training)
+    card = ModelCard.load(write_model_card(tmp_path / "model", marian_model(), base_model=str(tmp_path)))
+    assert card.data.base_model is None
+
+
 def test_model_card_for_speech_and_exported_models(tmp_path):
     torch.manual_seed(0)
     config = HeadSelSpeech2TextConfig(**TINY, input_feat_per_channel=8, encoder_tasks=["tedx", "covost"],
@@ -223,6 +230,32 @@ def test_push_to_hub_uploads_the_folder(tmp_path, hub):
     assert info.commit_url.startswith(f"{hub.url}/me/tiny/commit/")
 
 
+def test_push_to_hub_with_a_bare_name_and_a_new_branch(tmp_path, hub):
+    # the Hub creates a bare name under the token's user and commits only to branches that exist
+    folder, _ = saved_folder(tmp_path)
+    assert create_hub_repo("tiny", endpoint=hub.url, token="hf_fake") == "me/tiny"
+    info = push_to_hub(folder, "tiny", endpoint=hub.url, token="hf_fake", revision="v2")
+    assert hub.errors == []
+    assert (hub.commits[-1]["repo_id"], hub.commits[-1]["revision"]) == ("me/tiny", "v2")
+    assert info.repo_url.repo_id == "me/tiny"
+
+
+def test_a_resaved_model_keeps_its_pipeline_loadable(tmp_path, caplog):
+    folder, _ = saved_folder(tmp_path)
+    prepare_model_folder(folder)
+    loaded = HeadSelMarianMTModel.from_pretrained(folder)  # its config names the folder's pipeline class
+    loaded.save_pretrained(tmp_path / "resaved")
+    impl = json.loads((tmp_path / "resaved" / "config.json").read_text())["custom_pipelines"]["translation"]["impl"]
+    module = tmp_path / "resaved" / f"{impl.split('.')[0]}.py"
+    assert module.read_bytes() == (ROOT / "src" / "hf_headsel" / module.name).read_bytes()
+
+    loaded.config.custom_pipelines = {"translation": {**loaded.config.custom_pipelines["translation"],
+                                                      "impl": "not_beside_the_code.Pipeline"}}
+    loaded.save_pretrained(tmp_path / "elsewhere")  # a module it cannot find: the entry is left out, not dangling
+    assert json.loads((tmp_path / "elsewhere" / "config.json").read_text()).get("custom_pipelines") in (None, {})
+    assert not (tmp_path / "elsewhere" / "not_beside_the_code.py").exists()
+
+
 def test_push_to_hub_stops_on_invalid_card_metadata(tmp_path, hub):
     folder, _ = saved_folder(tmp_path)
     (folder / "README.md").write_text("---\nmodel-index:\n- name: x\n  results:\n  - metrics: [{value: 1}]\n---\n")
@@ -265,3 +298,15 @@ def test_push_cli_with_hf_endpoint(tmp_path):
     assert {(r.dataset_config, r.metric_value) for r in card.data.eval_results} == {(None, 17.0), ("de-it", 16.0)}
     assert f'from_pretrained("{repo_id}", trust_remote_code=True' in card.text
     assert files["model.safetensors"] == (folder / "model.safetensors").read_bytes()
+
+
+def test_push_cli_refuses_what_it_would_not_do_before_any_upload(tmp_path):
+    from headsel_recipes.cli.push_to_hub import main as push_cli
+
+    folder, model = saved_folder(tmp_path)
+    write_model_card(folder, model, repo_id="me/tiny")  # as training writes it
+    with pytest.raises(ValueError, match="--dataset_name --license describe the card, .* pass --write_card"):
+        push_cli([str(folder), "me/tiny", "--dataset_name", "Europarl-ST", "--license", "mit"])
+    export_task_model(model, encoder_task="en", decoder_task="fr").save_pretrained(tmp_path / "stock")
+    with pytest.raises(ValueError, match="holds a 'marian' model: this tool writes the cards of head-selection"):
+        push_cli([str(tmp_path / "stock"), "me/stock"])  # no README.md to upload, none it can write

@@ -308,6 +308,56 @@ _KEYWORD_TYPES = typing.get_type_hints(HeadSelectionConfigMixin)
 HEAD_SELECTION_CONFIG_KEYS = tuple(keyword.name for keyword in fields(HeadSelectionConfigMixin))
 
 
+#: The config keywords a trained checkpoint keeps: its task lists and structure ([`head_selection_keywords`] roles),
+#: but for the adapter keywords: a checkpoint without adapters may gain fresh ones on loading (up-projections at zero:
+#: the outputs unchanged), and adapters of another shape fail the stock loading's size check.
+TRAINED_STRUCTURE_KEYWORDS = tuple(
+    keyword.name for keyword in head_selection_keywords("tasks", "structure")
+    if not keyword.name.startswith("task_adapter_")
+)
+
+
+#: The `from_pretrained` keywords that say where its config file is (the stock `get_config_dict` reads them).
+CONFIG_FILE_KEYWORDS = ("cache_dir", "force_download", "proxies", "token", "local_files_only", "revision", "subfolder",
+                        "_commit_hash")
+
+
+def refuse_structure_change(config: HeadSelectionConfigMixin, requested: dict,
+                             given_as: str = "from_pretrained(..., {name}={value!r})") -> None:
+    """`ValueError` if a keyword in `requested` (as `from_pretrained` got it: `given_as`) differs from the saved
+    `config`: it would reorder the trained tasks' rows or change what the heads mean, and the loaded weights still
+    fit."""
+    if not requested:
+        return
+    wanted = type(config).from_dict({**config.to_dict(), **requested})  # normalised and checked like the saved one
+    for name in requested:
+        if getattr(wanted, name) != getattr(config, name):
+            raise ValueError(
+                f"{given_as.format(name=name, value=requested[name])} would change the trained model's tasks or "
+                f"structure: it was saved with {name}={getattr(config, name)!r}, and its weights are laid out for "
+                "that. Only the runtime keywords (temperature, noise scale, KL weight, default tasks) may change on "
+                "loading, and fresh adapters be added; for another layout build a new model from a config (or "
+                "upcycle a stock one: from_stock)"
+            )
+
+
+def refuse_saved_structure_change(config_class, checkpoint, given: HeadSelectionConfigMixin, kwargs: dict) -> None:
+    """[`refuse_structure_change`] for a config given to `from_pretrained` with `config=`, against the checkpoint's
+    saved one (when that is a head-selection config of `config_class`): `AutoModel...from_pretrained(path,
+    decoder_tasks=...)` sets the keywords on the config it builds and passes that on. Skipped when the saved config
+    cannot be read here (the loading then says why)."""
+    try:
+        saved, _ = config_class.get_config_dict(
+            checkpoint, **{name: kwargs[name] for name in CONFIG_FILE_KEYWORDS if name in kwargs})
+    except OSError:
+        return
+    if saved.get("model_type") != config_class.model_type:  # a stock checkpoint: upcycled, nothing trained
+        return
+    refuse_structure_change(config_class.from_dict(saved),
+                            {name: getattr(given, name) for name in TRAINED_STRUCTURE_KEYWORDS},
+                            given_as="from_pretrained(..., config=<a config with {name}={value!r}>)")
+
+
 __all__ = [
     "COMPONENTS",
     "HEAD_SELECTION_CONFIG_KEYS",
@@ -316,7 +366,10 @@ __all__ = [
     "head_selection_keywords",
     "SIDES",
     "STRATEGIES",
+    "TRAINED_STRUCTURE_KEYWORDS",
     "attention_path",
     "HeadSelectionConfigMixin",
     "component_side",
+    "refuse_saved_structure_change",
+    "refuse_structure_change",
 ]

@@ -6,8 +6,8 @@
   tables and heatmap, the training configuration) from the template in `model_cards/`.
 * [`prepare_model_folder`] (from `model_folder.py`): makes a saved head-selection folder self-contained for
   `trust_remote_code=True`: the flat remote-code modules and the `custom_pipelines` entry of `config.json`.
-* [`push_to_hub`] (here): `HfApi.create_repo` + `HfApi.upload_folder` of such a folder (model, tokenizer /
-  processor, card, plots, remote code).
+* [`create_hub_repo`], [`push_to_hub`] (here): `HfApi.create_repo` + `HfApi.upload_folder` of such a folder
+  (model, tokenizer / processor, card, plots, remote code).
 
 Training scripts: after `trainer.save_model()` (and saving the tokenizer / processor), call
 `write_model_card(output_dir, model, metrics, ...)` (which also runs `prepare_model_folder`), then
@@ -54,6 +54,15 @@ DEFAULT_IGNORE_PATTERNS = (
 )
 
 
+def create_hub_repo(repo_id: str, *, token: str | bool | None = None, private: bool | None = None,
+                    endpoint: str | None = None) -> str:
+    """`HfApi.create_repo(exist_ok=True)`; returns the repository's whole id, as the Hub names it: a name without a
+    namespace (`"mt-headsel"`) is created under the token's user (`"me/mt-headsel"`), the id a card's examples and
+    the upload need."""
+    url = HfApi(endpoint=endpoint, token=token).create_repo(repo_id, private=private, exist_ok=True, repo_type="model")
+    return url.repo_id
+
+
 def push_to_hub(
     folder: str | Path,
     repo_id: str,
@@ -75,10 +84,10 @@ def push_to_hub(
 
     Args:
         folder: the model folder (must hold a `config.json`).
-        repo_id: `"user/name"` or `"org/name"`.
+        repo_id: `"user/name"` or `"org/name"` (a bare `"name"`: under the token's user).
         token: a Hub token (default: the logged-in one).
         private: visibility of a repository that does not exist yet.
-        revision: an existing branch to commit to (default: `main`).
+        revision: the branch to commit to (default: `main`; created from `main` if missing).
         commit_message: the commit title.
         create_pr: open a pull request instead of committing to the branch.
         endpoint: the Hub endpoint (default: `HF_ENDPOINT`, else https://huggingface.co).
@@ -86,7 +95,7 @@ def push_to_hub(
         prepare: complete the remote-code files first.
 
     Returns:
-        The `CommitInfo` of the upload.
+        The `CommitInfo` of the upload (its `repo_url.repo_id` is the whole id).
     """
     folder = Path(folder)
     read_config(folder)
@@ -95,7 +104,9 @@ def push_to_hub(
     if not (folder / "README.md").is_file():
         logger.warning("%s has no README.md: the repository will have no model card (see write_model_card)", folder)
     api = HfApi(endpoint=endpoint, token=token)
-    api.create_repo(repo_id, private=private, exist_ok=True, repo_type="model")
+    repo_id = create_hub_repo(repo_id, token=token, private=private, endpoint=endpoint)
+    if revision is not None and not revision.startswith("refs/pr/"):  # as the stock `PushToHubMixin.push_to_hub`
+        api.create_branch(repo_id, branch=revision, exist_ok=True, repo_type="model")
     return api.upload_folder(
         repo_id=repo_id,
         folder_path=folder,
@@ -118,6 +129,7 @@ __all__ = [
     "MetricRecord",
     "collect_metrics",
     "config_rows",
+    "create_hub_repo",
     "eval_results",
     "family_of",
     "head_sharing",

@@ -321,6 +321,12 @@ def _task_variables(config, family: Family) -> dict:
     }
 
 
+def hub_model_id(name: str | None) -> str | None:
+    """`name` where it can be a Hub model id, `None` for a local folder: the Hub's metadata check refuses a
+    `base_model` that names no Hub model (the stock `Trainer.create_model_card` leaves local folders out too)."""
+    return None if name is None or Path(name).expanduser().is_dir() else name
+
+
 def render_model_card(
     model,
     metrics: dict | None = None,
@@ -366,7 +372,7 @@ def render_model_card(
         pipeline_tag=family.pipeline_tag,
         tags=tags,
         datasets=[dataset_id] if dataset_id else None,
-        base_model=base_model,
+        base_model=hub_model_id(base_model),
         model_name=model_name,
         eval_results=eval_results(records, dataset_name, dataset_id or "custom") or None,
     )
@@ -417,7 +423,7 @@ def write_model_card(
             `{"fr": {"bleu": ...}}` (see [`collect_metrics`]). WER, CER, BLEU and chrF are recognised.
         model_name / repo_id: the model-index name and the id shown in the examples (default: the repo name).
         dataset_name / dataset_id: the evaluation dataset (a display name, and a Hub dataset id for the metadata).
-        base_model: the checkpoint it was upcycled or fine-tuned from.
+        base_model: the checkpoint it was upcycled or fine-tuned from (a Hub id; a local folder is left out).
         license: an SPDX-like Hub license id.
         languages: the card's languages (default: the task names of a `"lang"` model).
         tags: extra tags.

@@ -16,22 +16,29 @@ imports only torch, transformers and its sibling modules (`adapters`, `configura
 from __future__ import annotations
 
 import inspect
+import json
 import os
+import shutil
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 import torch
 from transformers import GenerationMixin
 from transformers import initialization as init
+from transformers.dynamic_module_utils import get_relative_import_files
 from transformers.modeling_outputs import Seq2SeqLMOutput
+from transformers.utils import logging
 
 from .adapters import TaskAdapters
 from .configuration_head_selection import (
     SIDES,
+    TRAINED_STRUCTURE_KEYWORDS,
     HeadSelectionConfigMixin,
     attention_path,
     component_side,
-    head_selection_keywords,
+    refuse_saved_structure_change,
+    refuse_structure_change,
 )
 from .compat import CACHE_KWARG, GENERATION_ENCODER_PASS
 from .conversion import export_task_model, from_stock
@@ -53,6 +60,8 @@ from .routing import (
 )
 from .selection import LOGIT_INIT_RANGE, ComponentSelectors, HeadSelector
 
+logger = logging.get_logger(__name__)
+
 #: The inputs of a stock forward whose first dimension is the batch: reordered with it when a mixed batch is grouped
 #: by task ([`HeadSelectionBaseModelMixin.routed_forward`]).
 BATCH_FIRST_INPUTS = frozenset({
@@ -61,37 +70,30 @@ BATCH_FIRST_INPUTS = frozenset({
 })
 
 
-#: The config keywords a trained checkpoint keeps: its task lists and structure ([`head_selection_keywords`] roles),
-#: but for the adapter keywords: a checkpoint without adapters may gain fresh ones on loading (up-projections at zero:
-#: the outputs unchanged), and adapters of another shape fail the stock loading's size check.
-TRAINED_STRUCTURE_KEYWORDS = tuple(
-    keyword.name for keyword in head_selection_keywords("tasks", "structure")
-    if not keyword.name.startswith("task_adapter_")
-)
-
-
-#: The `from_pretrained` keywords that say where its config file is (the stock `get_config_dict` reads them).
-CONFIG_FILE_KEYWORDS = ("cache_dir", "force_download", "proxies", "token", "local_files_only", "revision", "subfolder",
-                        "_commit_hash")
-
-
-def _refuse_structure_change(config: HeadSelectionConfigMixin, requested: dict,
-                             given_as: str = "from_pretrained(..., {name}={value!r})") -> None:
-    """`ValueError` if a keyword in `requested` (as `from_pretrained` got it: `given_as`) differs from the saved
-    `config`: it would reorder the trained tasks' rows or change what the heads mean, and the loaded weights still
-    fit."""
-    if not requested:
-        return
-    wanted = type(config).from_dict({**config.to_dict(), **requested})  # normalised and checked like the saved one
-    for name in requested:
-        if getattr(wanted, name) != getattr(config, name):
-            raise ValueError(
-                f"{given_as.format(name=name, value=requested[name])} would change the trained model's tasks or "
-                f"structure: it was saved with {name}={getattr(config, name)!r}, and its weights are laid out for "
-                "that. Only the runtime keywords (temperature, noise scale, KL weight, default tasks) may change on "
-                "loading, and fresh adapters be added; for another layout build a new model from a config (or "
-                "upcycle a stock one: from_stock)"
-            )
+def _save_pipeline_modules(folder: Path, config) -> None:
+    """Keep the pipelines a saved config names (`custom_pipelines`, as `prepare_model_folder` sets them) loadable
+    from `folder`: copy each pipeline class's module (and what it imports) from beside this module (the package,
+    or the remote-code cache `pipeline()` loaded it into) when the folder lacks it. Where it is not found there
+    either, the entry is dropped from the saved `config.json`: it would name a file the folder does not hold."""
+    dropped = []
+    for tag, entry in (getattr(config, "custom_pipelines", None) or {}).items():
+        name = f"{entry['impl'].split('.')[0]}.py"
+        source = Path(__file__).with_name(name)
+        if (folder / name).is_file():
+            continue
+        if not source.is_file():
+            dropped.append(tag)
+            continue
+        for path in (source, *map(Path, get_relative_import_files(source))):
+            if not (folder / path.name).is_file():
+                shutil.copyfile(path, folder / path.name)
+    if dropped:
+        saved = json.loads((folder / "config.json").read_text(encoding="utf-8"))
+        saved["custom_pipelines"] = {tag: entry for tag, entry in saved["custom_pipelines"].items()
+                                     if tag not in dropped}
+        (folder / "config.json").write_text(json.dumps(saved, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+        logger.warning("%s: the pipeline modules of %s are not beside the model's code; their custom_pipelines entries "
+                       "were left out of config.json", folder, dropped)
 
 
 @dataclass
@@ -208,31 +210,13 @@ class HeadSelectionBaseModelMixin:
         fixed = {name: kwargs.pop(name) for name in TRAINED_STRUCTURE_KEYWORDS if name in kwargs}
         checkpoint = args[0] if args else kwargs.get("pretrained_model_name_or_path")
         if isinstance(kwargs.get("config"), HeadSelectionConfigMixin) and checkpoint is not None:
-            cls._refuse_config_structure_change(checkpoint, kwargs)
+            refuse_saved_structure_change(cls.config_class, checkpoint, kwargs["config"], kwargs)
         loaded = super().from_pretrained(*args, **kwargs)
         model = loaded[0] if isinstance(loaded, tuple) else loaded  # (model, loading info) on request
-        _refuse_structure_change(model.config, fixed)
+        refuse_structure_change(model.config, fixed)
         if task is not None or encoder_task is not None or decoder_task is not None:
             model.set_default_task(task, encoder_task=encoder_task, decoder_task=decoder_task)
         return loaded
-
-    @classmethod
-    def _refuse_config_structure_change(cls, checkpoint: str | os.PathLike, kwargs: dict) -> None:
-        """The check of [`from_pretrained`]'s keywords for a config given with `config=`, against the checkpoint's
-        saved one (when it is a head-selection config): `AutoModel...from_pretrained(path, decoder_tasks=...)` sets
-        the keywords on the config it builds and passes that on. Skipped when the saved config cannot be read here
-        (the loading then says why)."""
-        given = kwargs["config"]
-        try:
-            saved, _ = cls.config_class.get_config_dict(
-                checkpoint, **{name: kwargs[name] for name in CONFIG_FILE_KEYWORDS if name in kwargs})
-        except OSError:
-            return
-        if saved.get("model_type") != cls.config_class.model_type:  # a stock checkpoint: upcycled, nothing trained
-            return
-        _refuse_structure_change(
-            cls.config_class.from_dict(saved), {name: getattr(given, name) for name in TRAINED_STRUCTURE_KEYWORDS},
-            given_as="from_pretrained(..., config=<a config with {name}={value!r}>)")
 
     def set_default_task(self, task: str | None = None, *, encoder_task: str | None = None,
                          decoder_task: str | None = None) -> None:
@@ -253,7 +237,10 @@ class HeadSelectionBaseModelMixin:
             auto_map = dict(getattr(self.config, "auto_map", None) or {})
             auto_map.update({auto: f"{module}.{name}" for auto, name in self.head_selection_auto_classes.items()})
             self.config.auto_map = auto_map
-        return super().save_pretrained(save_directory, *args, **kwargs)
+        saved = super().save_pretrained(save_directory, *args, **kwargs)
+        if kwargs.get("is_main_process", args[0] if args else True):
+            _save_pipeline_modules(Path(save_directory), self.config)
+        return saved
 
     def clear_head_selection_cache(self) -> None:
         """Drop what the attention layers and adapters cached for evaluation (per-task weight rows; see

@@ -24,7 +24,8 @@ def mt_flags(text_corpus, out, *extra) -> list[str]:
 def test_training_writes_the_card_and_pushes_once_at_the_end(text_corpus, tmp_path, hub, monkeypatch):
     monkeypatch.setattr(hub_constants, "ENDPOINT", hub.url)
     out = tmp_path / "mt"
-    result = run(MT, mt_flags(text_corpus, out, "--push_to_hub", "--hub_model_id", "me/mt-tiny",
+    # a name without a namespace: the Hub creates it under the token's user, and the card names the whole id
+    result = run(MT, mt_flags(text_corpus, out, "--push_to_hub", "--hub_model_id", "mt-tiny",
                                   "--hub_token", "hf_fake", "--save_strategy", "steps", "--save_steps", "2"))
 
     card = ModelCard((out / "README.md").read_text())
@@ -42,6 +43,7 @@ def test_training_writes_the_card_and_pushes_once_at_the_end(text_corpus, tmp_pa
     assert (out / "head_sharing_encoder_self.png").read_bytes().startswith(b"\x89PNG")
 
     assert hub.errors == [] and len(hub.commits) == 1  # once, at the end: the Trainer itself never pushed
+    assert hub.commits[0]["repo_id"] == "me/mt-tiny" and 'from_pretrained("me/mt-tiny"' in card.text
     files = hub.commits[0]["files"]
     assert files["README.md"] == (out / "README.md").read_bytes()
     assert files["model.safetensors"] == (out / "model.safetensors").read_bytes()

@@ -25,6 +25,7 @@ from transformers import AutoConfig, AutoModelForSeq2SeqLM, AutoModelForSpeechSe
 
 import hf_headsel  # noqa: F401  (registers the head-selection classes with the Auto classes)
 from hf_headsel.conversion import export_task_model, needed_sides, resolve_export_tasks
+from hf_headsel.families import HEADSEL_MODEL_TYPES
 from hf_headsel.hub import push_to_hub, write_model_card
 
 from ..results_keys import one_group, read_metrics
@@ -46,7 +47,7 @@ def export_targets(
             raise ValueError(f"unknown directions {unknown}: the directions are {sorted(by_label)} (or 'all')")
         return [(label, by_label[label]) for label in wanted]
     if tasks:
-        return [(task, resolve_export_tasks(config, task)) for task in tasks]
+        return [(task, tasks_of(config, task)) for task in tasks]
     sides = [side for side in needed_sides(config) if len(config.tasks(side)) > 1]
     if len(sides) < 2:
         side = sides[0] if sides else "decoder"
@@ -56,9 +57,36 @@ def export_targets(
     return export_targets(config, directions=["all"])
 
 
+def tasks_of(config, task: str) -> dict:
+    """`{side: task}` of `--tasks task`; a `ValueError` saying which flag to use where one task names no model."""
+    try:
+        return resolve_export_tasks(config, task)
+    except ValueError as error:
+        raise ValueError(f"--tasks {task}: {error}. Export such a model by direction: --directions "
+                         f"{' '.join(f'{e}-{d}' for e in config.encoder_tasks for d in config.decoder_tasks)}, "
+                         "or --directions all") from error
+
+
+def task_scores(metrics: dict, config, label: str, names: dict) -> dict:
+    """The exported task's scores among the source's: its group is the label (a domain, or a language recognised)
+    or, for translation, the direction `src-tgt` of its tasks (a folder labelled by one side's task)."""
+    groups = [label]
+    if names.get("encoder") and names.get("decoder") and names["encoder"] != names["decoder"]:
+        groups.append(f"{names['encoder']}-{names['decoder']}")
+    for group in dict.fromkeys(groups):
+        if scores := one_group(metrics, group):
+            return scores
+    if metrics:
+        logger.warning("%s: the source's results hold no scores of %s; its card shows none", label, " or ".join(groups))
+    return {}
+
+
 def load_model(model_dir: str):
     """The head-selection model of a folder, with the Auto class of its family."""
     config = AutoConfig.from_pretrained(model_dir)
+    if config.model_type not in HEADSEL_MODEL_TYPES:
+        raise ValueError(f"{model_dir} holds a {config.model_type!r} model, not a head-selection one "
+                         f"({', '.join(HEADSEL_MODEL_TYPES)}): there are no tasks to export")
     auto_class = AutoModelForSpeechSeq2Seq if config.model_type == "headsel_speech_to_text" else AutoModelForSeq2SeqLM
     return auto_class.from_pretrained(model_dir).eval()
 
@@ -75,8 +103,9 @@ def load_preprocessor(model_dir: str):
 
 
 def export_all(model_dir: str, output_dir: str, tasks=None, directions=None, source_name: str | None = None,
-               license: str = "apache-2.0") -> list[Path]:
-    """Export every target of [`export_targets`] from `model_dir` into `output_dir/<name>`; returns the folders."""
+               license: str = "apache-2.0", hub_prefix: str | None = None) -> list[Path]:
+    """Export every target of [`export_targets`] from `model_dir` into `output_dir/<name>`; returns the folders.
+    With `hub_prefix`, each card names the repository `<hub_prefix>-<name>` it will be uploaded to."""
     model = load_model(model_dir)
     preprocessor = load_preprocessor(model_dir)
     metrics = read_metrics(model_dir)
@@ -87,7 +116,8 @@ def export_all(model_dir: str, output_dir: str, tasks=None, directions=None, sou
         stock.save_pretrained(folder)
         if preprocessor is not None:
             preprocessor.save_pretrained(folder)
-        write_model_card(folder, stock, one_group(metrics, label), model_name=folder.name, exported_tasks=names,
+        write_model_card(folder, stock, task_scores(metrics, model.config, label, names), model_name=folder.name,
+                         repo_id=f"{hub_prefix}-{label}" if hub_prefix else None, exported_tasks=names,
                          source_model=source_name or model_dir, base_model=source_name, license=license)
         logger.info("exported %s -> %s", names, folder)
         folders.append(folder)
@@ -108,15 +138,17 @@ def parse_args(argv=None) -> argparse.Namespace:
     args = parser.parse_args(argv)
     if args.tasks and args.directions:
         parser.error("--tasks and --directions are exclusive")
-    if args.push_to_hub and not args.hub_prefix:
-        parser.error("--push_to_hub needs --hub_prefix")
+    if args.push_to_hub and (not args.hub_prefix or "/" not in args.hub_prefix):
+        parser.error("--push_to_hub needs --hub_prefix with a namespace (me/mt-headsel: the repositories are "
+                     "me/mt-headsel-<task>, the id the cards' examples load)")
     return args
 
 
 def main(argv=None) -> list[Path]:
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     args = parse_args(argv)
-    folders = export_all(args.model_dir, args.output_dir, args.tasks, args.directions, args.source_name, args.license)
+    folders = export_all(args.model_dir, args.output_dir, args.tasks, args.directions, args.source_name, args.license,
+                         hub_prefix=args.hub_prefix if args.push_to_hub else None)
     if args.push_to_hub:
         for folder in folders:
             info = push_to_hub(folder, f"{args.hub_prefix}-{folder.name}", private=args.private or None)
