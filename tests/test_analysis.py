@@ -15,6 +15,7 @@ from hf_headsel import analysis
 from hf_headsel.analysis import (
     SelectionSnapshot,
     analyze_model,
+    changed_heads,
     head_load,
     head_sharing_matrix,
     read_selection_log,
@@ -131,6 +132,13 @@ A, B, C = [[0, 1], [2, 3]], [[0, 1], [2, 7]], [[4, 5], [2, 7]]
 
 def write_log(path, lines: list[str]) -> None:
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+
+def test_changed_heads_counts_swapped_heads_not_shifted_slots():
+    # subset lists its heads sorted: swapping head 0 for head 7 shifts every slot, and is one change
+    assert changed_heads(torch.tensor([[0, 1, 2]]), torch.tensor([[1, 2, 7]])) == 1
+    assert changed_heads(torch.tensor([[[0, 3], [4, 6]]]), torch.tensor([[[1, 3], [4, 6]]])) == 1  # [task, layer, H]
+    assert changed_heads(torch.tensor([[0, 1]]), torch.tensor([[0, 1]])) == 0
 
 
 def test_stability_from_hand_written_log(tmp_path):

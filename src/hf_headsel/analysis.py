@@ -354,9 +354,16 @@ def _append_snapshot(log: SelectionLog, snapshot: SelectionSnapshot) -> None:
     log.snapshots = [*kept, snapshot]
 
 
+def changed_heads(before: torch.Tensor, after: torch.Tensor) -> int:
+    """How many selected heads were swapped between two selections (`[..., H]` head indices): per layer (and task),
+    the heads `after` selects that `before` did not; the count the Trainer logs as `head_selection_changes`. Counted
+    as sets, not slot by slot: a subset selection lists its heads sorted, so one swapped head can shift the slots
+    after it (for group, slot `i` picks from group `i`, and the two counts agree)."""
+    return int((after[..., :, None] != before[..., None, :]).all(-1).sum())
+
+
 def _changed_choices(before: list[list[int]], after: list[list[int]]) -> int:
-    """How many (layer, slot) choices differ: the count the Trainer logs as `head_selection_changes`."""
-    return sum(a != b for row_a, row_b in zip(before, after) for a, b in zip(row_a, row_b))
+    return changed_heads(torch.tensor(before), torch.tensor(after))
 
 
 def selection_stability(snapshots: Sequence[SelectionSnapshot]) -> dict[str, Any]:

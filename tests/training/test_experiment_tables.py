@@ -67,3 +67,21 @@ def test_pivot_tables_and_lower_is_better():
     assert table.header == ["strategy \\ components", "encoder", "decoder", "both"]
     assert [c.format() for c in dict(table.rows)["subset"]] == ["45.4", "-", "44.7"]
     assert "| group | **42.2** | 46.2 | **40.0** |" in table.markdown()  # lower WER is better
+
+
+def test_cells_over_fewer_seeds_say_so_and_averages_need_every_group():
+    experiment = parse_experiment({"recipe": "mt", "output_dir": "unused", "systems": [{"name": "x"}],
+                                   "seeds": [1, 2, 3]})
+    scores = {"A": scored("A", [{"de": 30, "fr": 34, "ru": 10}] * 3),
+              "B": scored("B", [{"de": 30, "fr": 34}, {"de": 31, "fr": 35}])}  # seed 3 unfinished, no ru
+    rows = dict(build_table(experiment.tables[0].__class__("per_task", "T"), scores, experiment, "bleu").rows)
+    assert rows["A"][0].format() == "24.7 ± 0.0"
+    assert rows["B"][0].format() == "missing"  # not a mean over de and fr beside A's mean over three groups
+    assert rows["B"][1].format() == "30.5 ± 0.7 (2 of 3 seeds)"
+
+
+def test_a_pivot_cell_two_systems_label_is_refused():
+    with pytest.raises(ValueError, match="systems 'a' and 'b' both label the components table's cell"):
+        parse_experiment({"recipe": "asr", "output_dir": "unused", "systems": [
+            {"name": name, "labels": {"strategy": "group", "components": "encoder"}} for name in ("a", "b")],
+            "tables": [{"layout": "components", "title": "T", "rows": "strategy", "columns": "components"}]})

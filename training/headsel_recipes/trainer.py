@@ -20,7 +20,7 @@ import torch.nn.functional as F
 from torch.utils.data import SequentialSampler
 from transformers import Seq2SeqTrainer, TrainerCallback
 
-from hf_headsel.analysis import SELECTION_LOG_NAME, selection_snapshot
+from hf_headsel.analysis import SELECTION_LOG_NAME, changed_heads, selection_snapshot
 from hf_headsel import HeadSelector
 
 from .sampling import TemperatureSampler
@@ -234,8 +234,8 @@ class HeadSelSeq2SeqTrainer(Seq2SeqTrainer):
         if self._kl_steps:
             logs["head_selection_kl"] = self._kl_sum / self._kl_steps
         if self._last_selection is not None:
-            logs["head_selection_changes"] = int(sum(
-                (selection[name] != self._last_selection[name]).sum().item() for name in selection))
+            logs["head_selection_changes"] = sum(changed_heads(self._last_selection[name], selection[name])
+                                                 for name in selection)
         self._kl_sum, self._kl_steps, self._last_selection = 0.0, 0, selection
         return logs
 

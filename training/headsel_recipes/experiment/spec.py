@@ -358,6 +358,13 @@ def check_table(table: TableSpec, experiment: Experiment) -> None:
         if not labelled:
             raise ValueError(f"the {table.layout} table pivots on labels {table.rows!r} x {table.columns!r}, which "
                              "no system has (set `labels:` on the systems)")
+        cells: dict[tuple, str] = {}
+        for system in labelled:
+            cell = (system.labels[table.rows], system.labels[table.columns])
+            if cell in cells:  # one cell shows one system: the other would be left out
+                raise ValueError(f"systems {cells[cell]!r} and {system.name!r} both label the {table.layout} table's "
+                                 f"cell {table.rows}={cell[0]!r}, {table.columns}={cell[1]!r}: give them other labels")
+            cells[cell] = system.name
 
 
 def run_dir(experiment: Experiment, system: System, seed: int, part: str | None) -> Path:

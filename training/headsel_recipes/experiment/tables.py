@@ -12,7 +12,7 @@ import json
 import logging
 import math
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -36,13 +36,15 @@ class Cell:
     std: float | None = None
     seeds: int = 0
     note: str | None = None
+    of_seeds: int | None = field(default=None, compare=False)  # the experiment's seeds: fewer are shown
 
     def format(self, digits: int = 1) -> str:
         if self.note is not None:
             return self.note
-        if self.seeds > 1:
-            return f"{self.mean:.{digits}f} ± {self.std:.{digits}f}"
-        return f"{self.mean:.{digits}f}"
+        text = f"{self.mean:.{digits}f} ± {self.std:.{digits}f}" if self.seeds > 1 else f"{self.mean:.{digits}f}"
+        if self.of_seeds is not None and self.seeds < self.of_seeds:
+            text += f" ({self.seeds} of {self.of_seeds} seeds)"
+        return text
 
     def to_json(self) -> dict:
         if self.note is not None:
@@ -83,10 +85,11 @@ def value_groups(value: str, experiment: Experiment, scored: Iterable[str]) -> l
     return [value.split(":", 1)[1]]
 
 
-def value_cell(entry: SystemScores, value: str, experiment: Experiment) -> Cell:
-    """A system's cell for a table value: the per-seed group averages, as mean ± std over seeds. A value that
-    includes zero-shot directions is `unsupported` for a system without zero-shot."""
-    scored = {group for seed in entry.seeds.values() for group in seed.groups}
+def value_cell(entry: SystemScores, value: str, experiment: Experiment, scored: Iterable[str]) -> Cell:
+    """A system's cell for a table value: the per-seed group averages, as mean ± std over seeds (a cell over fewer
+    seeds than the experiment's says so). `scored`: the groups any compared system scored, so that an average a
+    system lacks a group of is `missing`, not a mean over other groups. A value that includes zero-shot directions
+    is `unsupported` for a system without zero-shot."""
     groups = value_groups(value, experiment, scored)
     zero_shot = set(experiment.groups.get("zero_shot", []))
     if not entry.zero_shot and zero_shot & set(groups):
@@ -94,7 +97,7 @@ def value_cell(entry: SystemScores, value: str, experiment: Experiment) -> Cell:
     averages = [group_average(seed.groups, groups) for seed in entry.seeds.values()]
     if not averages or any(average is None for average in averages):
         return Cell(note=MISSING)
-    return mean_std(averages)
+    return replace(mean_std(averages), of_seeds=len(experiment.seeds))
 
 
 @dataclass
@@ -141,7 +144,9 @@ def scored_groups(scores: dict[str, SystemScores], experiment: Experiment) -> li
 def columns_table(spec: TableSpec, scores: dict[str, SystemScores], experiment: Experiment,
                   columns: list[tuple[str, str]], higher: bool) -> Table:
     """Systems as rows, one column per `(header, value)`."""
-    rows = [(name, [value_cell(entry, value, experiment) for _, value in columns]) for name, entry in scores.items()]
+    scored = scored_groups(scores, experiment)
+    rows = [(name, [value_cell(entry, value, experiment, scored) for _, value in columns])
+            for name, entry in scores.items()]
     return Table(spec.title, ["System"] + [header for header, _ in columns], rows, higher)
 
 
@@ -172,9 +177,10 @@ def pivot_table(spec: TableSpec, scores: dict[str, SystemScores], experiment: Ex
     if all(isinstance(key, (int, float)) for key in column_keys):
         column_keys = sorted(column_keys)
     lookup = {(e.system.labels[spec.rows], e.system.labels[spec.columns]): e for e in labelled}
+    scored = scored_groups(scores, experiment)
     rows = []
     for row in row_keys:
-        cells = [value_cell(lookup[(row, column)], spec.value, experiment) if (row, column) in lookup
+        cells = [value_cell(lookup[(row, column)], spec.value, experiment, scored) if (row, column) in lookup
                  else Cell(note="-") for column in column_keys]
         rows.append((str(row), cells))
     header = [f"{spec.rows} \\ {spec.columns}"] + [str(column) for column in column_keys]
@@ -202,17 +208,19 @@ def plot_pivot(table: Table, spec: TableSpec, path: Path, metric: str) -> Path:
     figure, axes = plt.subplots(figsize=(5, 3.5))
     x_labels = table.header[1:]
     for label, cells in table.rows:
-        points = [(x, cell) for x, cell in zip(x_labels, cells) if cell.mean is not None]
+        points = [(i, x, cell) for i, (x, cell) in enumerate(zip(x_labels, cells)) if cell.mean is not None]
         if not points:
             continue
-        xs = [float(x) if _is_number(x) else i for i, (x, _) in enumerate(points)]
-        axes.errorbar(xs, [c.mean for _, c in points], yerr=[c.std or 0.0 for _, c in points], marker="o",
+        xs = [float(x) if _is_number(x) else i for i, x, _ in points]  # a category at its column's position
+        axes.errorbar(xs, [c.mean for _, _, c in points], yerr=[c.std or 0.0 for _, _, c in points], marker="o",
                       capsize=3, label=label)
     axes.set_xlabel(spec.columns)
     axes.set_ylabel(f"{metric.upper()} ({spec.value})")
     axes.set_title(table.title)
     if all(_is_number(x) for x in x_labels):
         axes.set_xticks([float(x) for x in x_labels])
+    else:
+        axes.set_xticks(range(len(x_labels)), x_labels)
     axes.legend()
     axes.grid(alpha=0.3)
     figure.tight_layout()
@@ -303,7 +311,8 @@ def report(experiment: Experiment, task: RecipeTask, digits: int = 1) -> dict:
     scores = collect_scores(experiment, metric)
     tables, sections = [], [f"# {experiment.name}", "",
                             f"{metric.upper()} on the {'test' if experiment.split == 'predict' else 'validation'} "
-                            f"set; mean ± standard deviation over seeds {experiment.seeds}.",
+                            f"set; mean ± standard deviation over seeds {experiment.seeds} (a cell over fewer seeds says "
+                            "how many).",
                             *unlearned_section(scores)]
     experiment.output_dir.mkdir(parents=True, exist_ok=True)
     for index, spec in enumerate(experiment.tables):
