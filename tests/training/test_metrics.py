@@ -14,6 +14,7 @@ from headsel_recipes.metrics import (
     corpus_bleu,
     corpus_wer,
     is_unusable,
+    prediction_quality,
     unusable_share,
     wer_statistics,
 )
@@ -80,3 +81,14 @@ def test_unusable_hypotheses_are_empty_or_looping():
         assert not is_unusable(hypothesis), hypothesis
     assert unusable_share(["", "Le chat.", "x x x x", "Hallo Welt"]) == 0.5
     assert unusable_share([]) == 0.0
+
+
+def test_prediction_quality_reports_the_references_own_degenerate_share():
+    # a format string or a long number holds a run of 6 identical characters in the reference too: a system that
+    # reproduces every reference reads that share, the floor of the `degenerate` column
+    rows = [{"group": "en-de", "reference": "Zeit [.uuuuuu]", "prediction": "Zeit [.uuuuuu]"},
+            {"group": "en-de", "reference": "Es kostet 1000000 Euro.", "prediction": "Es kostet 1000000 Euro."},
+            {"group": "en-fr", "reference": "Bonjour", "prediction": "Bonnnnnnnjour"},
+            {"group": "en-fr", "reference": "Merci", "prediction": "Merci"}]
+    quality = prediction_quality(rows)
+    assert quality["degenerate"] == 0.75 and quality["degenerate_references"] == 0.5

@@ -378,12 +378,15 @@ def results_table(summary: dict) -> str:
 
 def quality_table(summary: dict) -> str:
     """chrF (pooled over every test sentence, and the mean over directions) and the share of degenerate outputs
-    (a run of 6+ identical characters) per system."""
+    (a run of 6+ identical characters) per system; the last line, the share of test references with such a run
+    (what outputs equal to the references would read)."""
     lines = [f"{'system':<18} {'chrF (pooled)':>13} {'chrF (avg)':>10} {'degenerate':>10}"]
     for system in SYSTEMS:
         quality = summary["prediction_quality"][system]
         lines.append(f"{SYSTEM_TITLES[system]:<18} {quality['chrf_pooled']:>13.1f} {quality['chrf']:>10.1f} "
                      f"{100 * quality['degenerate']:>9.1f}%")
+    references = summary["prediction_quality"][SYSTEMS[0]]["degenerate_references"]
+    lines.append(f"{'(the references)':<18} {'':>13} {'':>10} {100 * references:>9.1f}%")
     return "\n".join(lines)
 
 

@@ -301,11 +301,14 @@ def corpus_chrf(rows: list[dict]) -> float:
 def prediction_quality(rows: list[dict]) -> dict[str, float]:
     """chrF of `generated_predictions.jsonl` rows (`group`, `reference`, `prediction`): `chrf_pooled` over every
     row, `chrf_<group>` per group and `chrf` their mean (sacrebleu's default chrF), plus `degenerate`, the fraction of
-    hypotheses with a run of 6+ identical characters. Rounded to 2 decimals."""
+    hypotheses with a run of 6+ identical characters, and `degenerate_references`, that of the references (format
+    strings, long numbers: what a system reproducing every reference would score). Rounded to 2 decimals (the
+    fractions to 4)."""
     if not rows:
         raise ValueError("no predictions to score")
     scores = {f"chrf_{group}": corpus_chrf(selected) for group, selected in rows_by_group(rows).items()}
     scores["chrf"] = float(np.mean(list(scores.values())))
     scores["chrf_pooled"] = corpus_chrf(rows)
-    scores["degenerate"] = sum(is_degenerate(row["prediction"]) for row in rows) / len(rows)
-    return {key: round(value, 4 if key == "degenerate" else 2) for key, value in scores.items()}
+    for key, column in (("degenerate", "prediction"), ("degenerate_references", "reference")):
+        scores[key] = sum(is_degenerate(row[column]) for row in rows) / len(rows)
+    return {key: round(value, 4 if key.startswith("degenerate") else 2) for key, value in scores.items()}
