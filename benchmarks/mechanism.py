@@ -228,9 +228,11 @@ def plot(results: dict, path: Path) -> Path:
 
 
 def summary_table(results: dict) -> str:
-    """Mean ± spread over seeds: accuracy (copy / reverse tasks), overlap of agreeing and conflicting pairs."""
+    """The range (min–max) over seeds of: the mean accuracy over tasks (copy / reverse), the head overlap of
+    agreeing and of conflicting task pairs (`mechanism.json` holds every seed's values)."""
     seeds = list(results["seeds"].values())
-    lines = ["| system | mean accuracy | agreeing-pair overlap | conflicting-pair overlap |", "|---|---:|---:|---:|"]
+    lines = ["| system (range over seeds) | mean accuracy | agreeing-pair overlap | conflicting-pair overlap |",
+             "|---|---:|---:|---:|"]
     for system in ("head_selection", "frozen_selection", "shared"):
         def cell(key):
             values = [seed[system][key] for seed in seeds if key in seed[system]]
