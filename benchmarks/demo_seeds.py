@@ -14,7 +14,8 @@ with the baselines of the positional folders in order. What the report holds:
 * test cross-entropy (`predict_loss`, nats per target token; label smoothing and the KL weight are 0 in the demo),
   BLEU averaged over directions, chrF pooled and averaged and the share of degenerate outputs (from the run's
   `generated_predictions.jsonl`, as the demo scores them), chrF per direction;
-* what head selection learned: selection choices changed over training (the Trainer's logged snapshots), the step
+* what head selection learned: selection choices changed between the first and the last of the Trainer's logged
+  snapshots, the change events (each logged step's changes summed: a change undone later counts twice), the step
   of the last change, the range of the final selection logits (they start in `[log 0.01, 0]`), and head sharing
   (the fraction of the `H` selected heads two target languages share, averaged over layers) between the Romance
   languages and between every other pair.
@@ -36,7 +37,7 @@ from headsel_recipes.results_keys import (loss_key, predictions_path, read_predi
                                           score_key)
 # benchmarks/ is on the path: the script's folder, or the tests' `pythonpath`
 from quality_tables import mean_std, paired_cells
-from recipe_curves import logit_range, selection_changes
+from recipe_curves import logit_range, net_selection_changes, selection_changes
 
 # The demo's related target languages: head selection should let them share more heads than unrelated pairs.
 ROMANCE = frozenset({"es", "fr", "it", "pt"})
@@ -68,7 +69,8 @@ def selection_summary(run: Path) -> dict[str, float]:
     other head sharing."""
     changes = [(step, count) for step, count in selection_changes(run) if count]
     low, high = logit_range(run)  # they start in LOGIT_INIT_RANGE, [log 0.01, 0]
-    summary = {"selection choices changed": sum(count for _, count in changes),
+    summary = {"selection choices changed, first to last": net_selection_changes(run),
+               "selection change events": sum(count for _, count in changes),
                "last change at step": changes[-1][0] if changes else 0,
                "lowest selection logit": low, "highest selection logit": high}
     analysis = json.loads((run / ANALYSIS_NAME).read_text(encoding="utf-8"))

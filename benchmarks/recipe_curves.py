@@ -28,6 +28,16 @@ def selection_changes(run: Path) -> list[tuple[int, int]]:
             for change in selection_stability(read_selection_log(path).snapshots)["changes"]]
 
 
+def net_selection_changes(run: Path) -> int | None:
+    """The choices that differ between a run's first and last logged selection (`None` without a log): a change
+    undone later counts 0, where [`selection_changes`] counts each step's changes."""
+    path = run / SELECTION_LOG_NAME
+    if not path.is_file():
+        return None
+    snapshots = read_selection_log(path).snapshots
+    return selection_stability([snapshots[0], snapshots[-1]])["changes"][0]["total"] if snapshots else 0
+
+
 def logit_range(run: Path) -> tuple[float, float] | None:
     """The smallest and largest selection logit of a run's final model (`None` without selection logits)."""
     state = load_file(str(run / "model.safetensors"))

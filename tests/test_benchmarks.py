@@ -583,6 +583,19 @@ def write_selection_record(folder: Path, changed: bool) -> None:
         for step, selections in ((0, before), (10, before), (20, after))) + "\n")
 
 
+def test_a_change_undone_is_two_events_and_no_net_change(tmp_path):
+    import recipe_curves
+
+    from hf_headsel.analysis import SELECTION_LOG_NAME
+
+    rows = ([[0, 1]], [[2, 1]], [[0, 1]])
+    (tmp_path / SELECTION_LOG_NAME).write_text("\n".join(
+        json.dumps({"step": 10 * i, "selections": {"decoder_self": {"de": row}}}) for i, row in enumerate(rows)))
+    assert recipe_curves.selection_changes(tmp_path) == [(10, 1), (20, 1)]
+    assert recipe_curves.net_selection_changes(tmp_path) == 0
+    assert recipe_curves.net_selection_changes(tmp_path / "no_log") is None
+
+
 def test_demo_seeds_pairs_the_systems_run_by_run_and_reads_what_the_selection_learned(tmp_path, capsys):
     import demo_seeds
 
@@ -596,7 +609,7 @@ def test_demo_seeds_pairs_the_systems_run_by_run_and_reads_what_the_selection_le
         "test cross-entropy": 3.7, "BLEU avg": 7.0, "chrF pooled": 100.0, "chrF avg": 100.0,
         "degenerate outputs (%)": 0.0, "chrF en-de": 100.0, "chrF en-es": 100.0}
     assert demo_seeds.selection_summary(runs[0]) == {
-        "selection choices changed": 1, "last change at step": 20,
+        "selection choices changed, first to last": 1, "selection change events": 1, "last change at step": 20,
         "lowest selection logit": -5.0, "highest selection logit": 0.5,
         "decoder_self sharing, Romance pairs": 0.75, "decoder_self sharing, other pairs": 0.375}
     assert demo_seeds.selection_summary(runs[1])["last change at step"] == 0
@@ -609,7 +622,7 @@ def test_demo_seeds_pairs_the_systems_run_by_run_and_reads_what_the_selection_le
     assert "| test cross-entropy | 3.600 ± 0.141 | 3.600 ± 0.000 | 0.000 ± 0.141 | 1 of 2 |" in report
     assert "| BLEU avg | 6.50 ± 0.71 | 5.00 ± 0.00 | 1.50 ± 0.71 | 2 of 2 |" in report
     assert "| degenerate outputs (%) | 0.00 ± 0.00 | 25.00 ± 35.36 | -25.00 ± 35.36 | 1 of 2 |" in report
-    assert "| selection choices changed | 0.500 ± 0.707 | 1, 0 |" in report
+    assert "| selection choices changed, first to last | 0.500 ± 0.707 | 1, 0 |" in report
 
     # a probe's head-selection runs pair with the demo folders' baselines, in order
     probe = tmp_path / "probe_seed1"
