@@ -158,6 +158,28 @@ def test_return_dict_false_tuple_is_the_stocks_plus_the_kl(family, labels, base)
     assert_same(got, expected)
 
 
+def test_trainer_evaluation_predictions_are_the_stocks(family, tmp_path):
+    # Trainer.prediction_step keeps every output field not in config.keys_to_ignore_at_inference: the KL is not a
+    # prediction, and compute_metrics gets the stock model's arrays
+    from transformers import Seq2SeqTrainer, Seq2SeqTrainingArguments, default_data_collator
+
+    stock, model = twin(family)
+    inputs, labels = family.inputs(), family.labels()
+    rows = [{**{name: value[i] for name, value in inputs.items()}, "labels": labels[i]} for i in range(len(labels))]
+    predictions = {}
+    for name, candidate, examples in (
+            ("stock", stock, rows),
+            ("ours", model, [{**row, **{key: ids[i] for key, ids in MIXED.items()}} for i, row in enumerate(rows)])):
+        args = Seq2SeqTrainingArguments(output_dir=str(tmp_path / name), per_device_eval_batch_size=2, report_to=[],
+                                        use_cpu=True, disable_tqdm=True)
+        output = Seq2SeqTrainer(model=candidate, args=args, data_collator=default_data_collator).predict(examples)
+        predictions[name] = (output.predictions, output.metrics["test_loss"])
+    assert len(predictions["ours"][0]) == len(predictions["stock"][0])
+    for got, expected in zip(predictions["ours"][0], predictions["stock"][0]):
+        torch.testing.assert_close(torch.as_tensor(got), torch.as_tensor(expected))
+    assert predictions["ours"][1] == pytest.approx(predictions["stock"][1])
+
+
 @pytest.mark.parametrize("base", [False, True], ids=["lm", "base"])
 def test_config_return_dict_false_behaves_as_on_the_stock_model(family, base):
     """`config.return_dict = False`: the same tuple as the stock model, or, where the installed Transformers' stock

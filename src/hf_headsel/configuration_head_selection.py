@@ -63,6 +63,11 @@ class HeadSelectionConfigMixin:
     meaning: the `H` heads one task uses. Invalid values and combinations raise `ValueError` at creation.
     """
 
+    # The output fields `Trainer.prediction_step` leaves out of the predictions: the stock default (`["cache"]`,
+    # the stock configs set none) and the KL the head-selection output adds, so that `compute_metrics` gets the
+    # stock model's arrays. A class attribute, not a keyword (no annotation: not a dataclass field).
+    keys_to_ignore_at_inference = ["cache", "head_selection_kl"]
+
     encoder_tasks: list[str] | None = _keyword(
         None, "Ordered encoder task names (default [\"default\"]): the source languages in the lang setting, the "
         "domains in the domain setting.", "tasks")
