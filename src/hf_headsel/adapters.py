@@ -17,6 +17,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from .eval_cache import EvalCacheMixin
+from .routing import is_compiling
 
 #: The parameters of every task's adapter, in the order [`TaskAdapters.task_parameters`] gives them.
 PARAMETERS = ("layer_norm_weight", "layer_norm_bias", "down_weight", "down_bias", "up_weight", "up_bias")
@@ -92,7 +93,7 @@ class TaskAdapters(EvalCacheMixin, nn.Module):
         parameters = [self._parameters[name] for name in PARAMETERS]
         if route.tasks == tuple(range(self.num_tasks)):
             return parameters
-        if not self._uses_eval_cache() or torch.compiler.is_compiling():
+        if not self._uses_eval_cache() or is_compiling():
             return [parameter[route.task_index] for parameter in parameters]
         self._eval_cache.keep_one(route.tasks)  # the rows of the last set of tasks only
         return self._eval_cache.get(route.tasks, parameters,

@@ -19,7 +19,8 @@ from .attention import HeadSelectionAttentionMixin
 from .modeling_head_selection import HeadSelectionBaseModelMixin, HeadSelectionModelMixin, HeadSelSeq2SeqLMOutput
 from .routing import first_tensor
 
-# Every Auto class the stock family is registered with, and its head-selection class (written to `auto_map`).
+# The Auto classes of the stock family's encoder-decoder models, and their head-selection classes (written to
+# `auto_map`); the decoder-only `MarianForCausalLM` (`AutoModelForCausalLM`) has none.
 AUTO_CLASSES = {"AutoModel": "HeadSelMarianModel", "AutoModelForSeq2SeqLM": "HeadSelMarianMTModel"}
 
 

@@ -35,8 +35,9 @@ LAYER_KWARGS = (*TASK_ID_KWARGS, ROUTING_KWARG, EVAL_WEIGHTS_KWARG)
 
 
 def is_compiling() -> bool:
-    """Whether torch.compile (dynamo) is tracing: host-side caches and host synchronisations are left out then."""
-    return torch.compiler.is_compiling()
+    """Whether torch.compile (dynamo) or `torch.jit.trace` is tracing: host-side caches, host synchronisations and
+    custom autograd functions are left out then."""
+    return torch.compiler.is_compiling() or torch.jit.is_tracing()
 
 
 def first_tensor(*candidates) -> torch.Tensor:
