@@ -222,6 +222,7 @@ def test_return_dict_false_trains(family):
 # ---------------------------------------------------------------------------------------------------------------
 
 
+@pytest.mark.filterwarnings("ignore::torch.jit.TracerWarning")  # the stock model's trace warns alike
 def test_torchscript_trace_without_gradients_equals_eager(family):
     # torch.jit.trace counts as tracing (host caches and the custom autograd function left out): the trace passes
     # its own check (two invocations, one graph) and routes other task ids as eager does. With gradients on, the
