@@ -362,10 +362,6 @@ def changed_heads(before: torch.Tensor, after: torch.Tensor) -> int:
     return int((after[..., :, None] != before[..., None, :]).all(-1).sum())
 
 
-def _changed_choices(before: list[list[int]], after: list[list[int]]) -> int:
-    return changed_heads(torch.tensor(before), torch.tensor(after))
-
-
 def selection_stability(snapshots: Sequence[SelectionSnapshot]) -> dict[str, Any]:
     """Per-step change counts and when every task's selection stopped changing.
 
@@ -385,7 +381,8 @@ def selection_stability(snapshots: Sequence[SelectionSnapshot]) -> dict[str, Any
     changes = []
     for before, after in zip(snapshots, snapshots[1:]):
         per_task = {
-            c: {task: _changed_choices(before.selections[c][task], after.selections[c][task]) for task in tasks}
+            c: {task: changed_heads(torch.tensor(before.selections[c][task]), torch.tensor(after.selections[c][task]))
+                for task in tasks}
             for c, tasks in after.selections.items()
         }
         for c, tasks in per_task.items():

@@ -258,12 +258,10 @@ def check_output_dir(task: RecipeTask, model_args: ModelArguments, data_args: Da
     ([`headsel_recipes.run_folder`]); a checkpoint to resume must exist."""
     resume = training_args.resume_from_checkpoint
     continues = resume_checkpoint(training_args) is not None or str(resume).lower() == "last"
-    if data_args.overwrite_output_dir:
-        if continues:
-            raise ValueError(f"--overwrite_output_dir starts over in {training_args.output_dir}, and "
-                             f"--resume_from_checkpoint {resume} continues a run: give one of them")
-        return
-    if continues:
+    if continues and data_args.overwrite_output_dir:
+        raise ValueError(f"--overwrite_output_dir starts over in {training_args.output_dir}, and "
+                         f"--resume_from_checkpoint {resume} continues a run: give one of them")
+    if continues or data_args.overwrite_output_dir:
         return
     left = earlier_run(training_args.output_dir, speech=task.speech,
                        reads_its_tokenizer=not (model_args.tokenizer_name or model_args.model_name_or_path))

@@ -39,9 +39,8 @@ def export_targets(
 ) -> list[tuple[str, dict]]:
     """`(folder name, {side: task})` of every model to export (see the module docstring for the default)."""
     if directions:
-        pairs = [(e, d) for e in config.encoder_tasks for d in config.decoder_tasks]
-        wanted = [f"{e}-{d}" for e, d in pairs] if directions == ["all"] else directions
-        by_label = {f"{e}-{d}": {"encoder": e, "decoder": d} for e, d in pairs}
+        by_label = direction_tasks(config)
+        wanted = list(by_label) if directions == ["all"] else directions
         unknown = [label for label in wanted if label not in by_label]
         if unknown:
             raise ValueError(f"unknown directions {unknown}: the directions are {sorted(by_label)} (or 'all')")
@@ -57,17 +56,21 @@ def export_targets(
     return export_targets(config, directions=["all"])
 
 
+def direction_tasks(config) -> dict[str, dict]:
+    """`{"src-tgt": {"encoder": src, "decoder": tgt}}` of every encoder task with every decoder task, in order."""
+    return {f"{e}-{d}": {"encoder": e, "decoder": d} for e in config.encoder_tasks for d in config.decoder_tasks}
+
+
 def tasks_of(config, task: str) -> dict:
     """`{side: task}` of `--tasks task`; a `ValueError` saying which flag to use where one task names no model."""
     try:
         return resolve_export_tasks(config, task)
     except ValueError as error:
         raise ValueError(f"--tasks {task}: {error}. Export such a model by direction: --directions "
-                         f"{' '.join(f'{e}-{d}' for e in config.encoder_tasks for d in config.decoder_tasks)}, "
-                         "or --directions all") from error
+                         f"{' '.join(direction_tasks(config))}, or --directions all") from error
 
 
-def task_scores(metrics: dict, config, label: str, names: dict) -> dict:
+def task_scores(metrics: dict, label: str, names: dict) -> dict:
     """The exported task's scores among the source's: its group is the label (a domain, or a language recognised)
     or, for translation, the direction `src-tgt` of its tasks (a folder labelled by one side's task)."""
     groups = [label]
@@ -116,7 +119,7 @@ def export_all(model_dir: str, output_dir: str, tasks=None, directions=None, sou
         stock.save_pretrained(folder)
         if preprocessor is not None:
             preprocessor.save_pretrained(folder)
-        write_model_card(folder, stock, task_scores(metrics, model.config, label, names), model_name=folder.name,
+        write_model_card(folder, stock, task_scores(metrics, label, names), model_name=folder.name,
                          repo_id=f"{hub_prefix}-{label}" if hub_prefix else None, exported_tasks=names,
                          source_model=source_name or model_dir, base_model=source_name, license=license)
         logger.info("exported %s -> %s", names, folder)
