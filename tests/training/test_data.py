@@ -123,12 +123,14 @@ HEADER = "source,target,source_lang,target_lang\n"
         ("train.csv", HEADER + 'a b,c d,en,de\n"the cat,x y,en,de\ne f,g h,en,fr\ni j,k "l",en,de\n',
          "the 'source' cell of data row 2 holds a line break"),  # the quote swallowed two rows, uncounted
         ("train.jsonl", '{"source": "a", "target": "b", "source_lang": "en", "target_lang": "de"}\n{"source": \n',
-         "cannot be read as json"),
+         "cannot be read as json: line 2 is not a JSON object"),  # pyarrow says "row 1"
+        ("train.json", '[\n{"source": "a", "target": "b", "source_lang": "en", "target_lang": "de"},\n{"source": "c"\n]\n',
+         "cannot be read as json: line 4 breaks the JSON"),  # one document over many lines
         ("train.tsv", HEADER.replace(",", "\t") + "a\tb\ten\tde\nc\td\ten\tde\textra\n",
          "cannot be read as tsv: ParserError"),
         ("train.csv", HEADER + "caf\xe9,x,en,de\n", "cannot be read as csv: UnicodeDecodeError"),
     ],
-    ids=["csv-open-quote", "json-line", "tsv-extra-field", "not-utf8"],
+    ids=["csv-open-quote", "json-line", "json-document", "tsv-extra-field", "not-utf8"],
 )
 def test_a_file_that_cannot_be_read_as_its_format_is_a_clear_error(tmp_path, name, content, message):
     path = tmp_path / name

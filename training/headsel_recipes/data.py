@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import csv
 import glob
+import json
 import logging
 import os
 import re
@@ -169,7 +170,7 @@ def load_file(path: Path, data_format: str, cache_dir: str | None = None) -> Dat
 
     A file that cannot be read as its format (a line that is not JSON, bytes that are not UTF-8, a row with more
     fields than the header, a CSV cell holding a line break: a quote left open, which would swallow the rows after
-    it) is a [`DataError`] naming the file, raised before any work."""
+    it) is a [`DataError`] naming the file (and, for JSON, the first line that breaks), raised before any work."""
     if data_format not in ("json", "parquet", "csv", "tsv", "fairseq"):
         raise DataError(f"unknown --data_format {data_format!r}: use auto, json, csv, tsv, parquet or fairseq")
     try:
@@ -180,10 +181,37 @@ def load_file(path: Path, data_format: str, cache_dir: str | None = None) -> Dat
         raise
     except (DatasetGenerationError, UnicodeDecodeError, ValueError) as error:  # ValueError: pandas' ParserError
         cause = error.__cause__ if isinstance(error, DatasetGenerationError) and error.__cause__ else error
-        raise DataError(f"{path} cannot be read as {data_format}: {type(cause).__name__}: {cause}") from error
+        where = _first_bad_json_line(path) if data_format == "json" else ""
+        raise DataError(f"{path} cannot be read as {data_format}: {where}{type(cause).__name__}: {cause}") from error
     if data_format == "csv":
         _refuse_line_breaks(path, dataset, header)
     return dataset
+
+
+def _first_bad_json_line(path: Path) -> str:
+    """`"line 7 is not a JSON object; "`: where a JSON file breaks, counted from 1 (pyarrow's message counts rows from
+    0, within a block). A file whose first line is a JSON object on its own is JSON Lines, read line by line; any
+    other is one document. `""` where nothing is found (or the file cannot be read as text)."""
+    try:
+        with open(path, encoding="utf-8") as file:
+            rows = ((number, _json_or_none(line)) for number, line in enumerate(file, start=1) if line.strip())
+            number, first = next(rows, (1, None))
+            if isinstance(first, dict):
+                return next((f"line {number} is not a JSON object; " for number, row in rows
+                             if not isinstance(row, dict)), "")
+        json.loads(path.read_text(encoding="utf-8"))  # one document: where its syntax breaks
+    except json.JSONDecodeError as error:
+        return f"line {error.lineno} breaks the JSON ({error.msg}); "
+    except (OSError, UnicodeDecodeError):
+        pass
+    return ""
+
+
+def _json_or_none(text: str):
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        return None
 
 
 def _read(path: Path, data_format: str, header: list[str] | None, cache_dir: str | None) -> Dataset:
