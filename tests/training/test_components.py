@@ -13,12 +13,12 @@ import pytest
 import soundfile
 import torch
 import torch.nn.functional as F
-from transformers import Seq2SeqTrainingArguments
+from transformers import Seq2SeqTrainingArguments, Speech2TextFeatureExtractor
 
 from hf_headsel import HeadSelSpeech2TextConfig
 from hf_headsel import HeadSelSpeech2TextForConditionalGeneration as HeadSelS2T
 from headsel_recipes.arguments import HeadSelectionArguments, parse_arguments
-from headsel_recipes.audio import AudioError, SpecAugment, read_audio, resample
+from headsel_recipes.audio import AudioError, AudioInput, SpecAugment, extract_features, read_audio, resample
 from headsel_recipes.collator import Seq2SeqCollator
 from headsel_recipes.metrics import TaskMetrics, corpus_wer, normalize_for_wer
 from headsel_recipes.modeling import (
@@ -89,6 +89,23 @@ def test_read_audio_fairseq_paths(tmp_path):
             read_audio(bad)
 
 
+def test_decoded_stereo_arrays_are_downmixed_in_either_layout():
+    left, right = np.linspace(-0.5, 0.5, 16000, dtype=np.float32), np.full(16000, 0.25, np.float32)
+    mono = (left + right) / 2
+    for array in (np.stack([left, right]), np.stack([left, right], axis=1)):  # `datasets` and soundfile layouts
+        audio = read_audio({"array": array, "sampling_rate": 16000})
+        assert audio.waveform.shape == (16000,) and np.allclose(audio.waveform, mono)
+
+
+def test_audio_shorter_than_one_analysis_window_has_no_frames():
+    extractor = Speech2TextFeatureExtractor()
+    for samples in (50, 239, 399):  # the stock extractor raises below 240 samples, gives no frame below 400
+        audio = AudioInput(waveform=np.full(samples, 0.1, np.float32), sampling_rate=16000)
+        assert extract_features(audio, extractor).shape == (0, extractor.feature_size)
+    one_frame = AudioInput(waveform=np.sin(np.arange(400) * 0.3).astype(np.float32), sampling_rate=16000)
+    assert extract_features(one_frame, extractor).shape == (1, extractor.feature_size)
+
+
 def test_spec_augment_masks_within_valid_frames():
     torch.manual_seed(0)
     features = torch.ones(3, 50, 20)
@@ -102,6 +119,13 @@ def test_spec_augment_masks_within_valid_frames():
     assert torch.equal(features[0], torch.ones(50, 20))  # input not modified
     masked_frames = (masked[2, :10] == 0).all(dim=1).sum()  # time masks: at most 2 x min(8, 0.5 * 10) frames
     assert masked_frames <= 10
+
+
+def test_spec_augment_time_masks_stay_within_a_fractional_cap():
+    torch.manual_seed(0)
+    lengths = torch.full((400,), 7)  # cap min(100, 0.2 x 7) = 1.4 frames: each of 2 masks is 0 or 1 frame wide
+    masked = SpecAugment(freq_mask_num=0, time_mask_num=2, time_mask_ratio=0.2)(torch.ones(400, 7, 4), lengths)
+    assert (masked == 0).all(dim=2).sum(dim=1).max() <= 2
 
 
 def test_collators_pad_and_augment_only_training_batches():

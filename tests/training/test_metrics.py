@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import random
+import unicodedata
 
 import pytest
 
@@ -92,3 +93,19 @@ def test_prediction_quality_reports_the_references_own_degenerate_share():
             {"group": "en-fr", "reference": "Merci", "prediction": "Merci"}]
     quality = prediction_quality(rows)
     assert quality["degenerate"] == 0.75 and quality["degenerate_references"] == 0.5
+
+
+def test_scores_compare_the_text_the_tokenizer_can_write():
+    """The recipes' sentencepiece tokenizers write NFKC: a hypothesis equal to its reference up to Unicode
+    normalisation is perfect. WER (a normalised score) reads NFKC; BLEU and chrF read NFC, as sacrebleu keeps
+    compatibility forms."""
+    composed = unicodedata.normalize("NFC", "le café est très bon ce matin")
+    decomposed = unicodedata.normalize("NFD", composed)
+    assert decomposed != composed
+    pairs = ((decomposed, composed), ("10 m²", "10 m2"), ("\ufb01n de la \ufb01lière", "fin de la filière"),
+             ("ＡＢＣ est là", "ABC est là"))
+    for reference, hypothesis in pairs:
+        assert corpus_wer([reference], [hypothesis]) == 0.0
+    assert corpus_bleu([decomposed], [composed]) == pytest.approx(100.0)
+    row = {"group": "fr", "reference": decomposed, "prediction": composed}
+    assert prediction_quality([row])["chrf"] == pytest.approx(100.0)

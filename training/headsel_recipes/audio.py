@@ -20,6 +20,8 @@ import torch
 import torch.nn.functional as F
 
 NPY_MAGIC = b"\x93NUMPY"
+# The stock `Speech2TextFeatureExtractor`'s analysis window (400 samples at 16 kHz): shorter audio has no frame.
+WINDOW_SECONDS = 0.025
 
 
 class AudioError(Exception):
@@ -73,6 +75,14 @@ def read_audio_path(path: str) -> AudioInput:
     return AudioInput(waveform=waveform.mean(axis=1), sampling_rate=rate)
 
 
+def _mono(waveform: np.ndarray) -> np.ndarray:
+    """A mono waveform from a decoded array: `datasets` gives `[channels, samples]`, soundfile `[samples, channels]`;
+    the channels are the shorter axis."""
+    if waveform.ndim != 2:
+        return waveform
+    return waveform.mean(axis=0 if waveform.shape[0] <= waveform.shape[1] else 1)
+
+
 def read_audio(cell) -> AudioInput:
     """Decode an audio cell; any failure is an [`AudioError`]."""
     try:
@@ -80,8 +90,7 @@ def read_audio(cell) -> AudioInput:
             return read_audio_path(cell)
         if isinstance(cell, dict):
             if cell.get("array") is not None and cell.get("sampling_rate"):
-                waveform = np.asarray(cell["array"], dtype=np.float32)
-                return AudioInput(waveform=waveform.mean(axis=0) if waveform.ndim == 2 else waveform,
+                return AudioInput(waveform=_mono(np.asarray(cell["array"], dtype=np.float32)),
                                   sampling_rate=int(cell["sampling_rate"]))
             if cell.get("bytes"):
                 return _decode_bytes(cell["bytes"])
@@ -162,6 +171,8 @@ def extract_features(audio: AudioInput, feature_extractor) -> np.ndarray:
                 )
         return features
     waveform = resample(audio.waveform, audio.sampling_rate, feature_extractor.sampling_rate)
+    if waveform.shape[0] < round(WINDOW_SECONDS * feature_extractor.sampling_rate):  # no whole frame: the stock
+        return np.zeros((0, feature_extractor.feature_size), dtype=np.float32)  # extractor raises below 240 samples
     with np.errstate(divide="ignore", invalid="ignore"):  # silence: variance 0, caught by the caller's check
         features = feature_extractor(
             waveform, sampling_rate=feature_extractor.sampling_rate, return_attention_mask=False, return_tensors="np"
@@ -213,6 +224,7 @@ def _random_spans(limits: torch.Tensor, max_width, positions: torch.Tensor) -> t
     """A boolean mask `[batch, positions]` with one span per row: width `U{0..max_width}`, inside `[0, limit)`."""
     max_width = torch.as_tensor(max_width, dtype=torch.float32).expand_as(limits)
     max_width = torch.minimum(max_width, limits)
+    max_width = torch.floor(max_width)  # a fractional cap (ratio x length) must not round a width above it
     widths = torch.floor(torch.rand(limits.shape) * (max_width + 1))
     starts = torch.floor(torch.rand(limits.shape) * (limits - widths + 1))
     return (positions >= starts[:, None]) & (positions < (starts + widths)[:, None])

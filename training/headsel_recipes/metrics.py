@@ -43,7 +43,9 @@ RESAMPLE_CHUNK_CELLS = 2_000_000  # resamples x sentences drawn per chunk (bound
 
 
 def normalize_for_wer(text: str) -> str:
-    """Lower-case, drop punctuation (every Unicode `P*` character), collapse whitespace."""
+    """NFKC (the form the recipes' sentencepiece tokenizers write: `ﬁ` -> `fi`, `m²` -> `m2`, accents composed),
+    lower-case, drop punctuation (every Unicode `P*` character), collapse whitespace."""
+    text = unicodedata.normalize("NFKC", text)
     text = "".join(char for char in text.lower() if not unicodedata.category(char).startswith("P"))
     return WHITESPACE.sub(" ", text).strip()
 
@@ -79,13 +81,20 @@ def wer_from_statistics(summed: np.ndarray) -> np.ndarray:
     return 100.0 * summed[..., 0] / np.maximum(summed[..., 1], 1.0)
 
 
+def canonical(texts: list[str]) -> list[str]:
+    """The texts in Unicode NFC: canonically equal text (an accent composed or written as a combining mark) scores
+    equal. Compatibility forms (`…`, `ﬁ`) are kept, as sacrebleu keeps them."""
+    return [unicodedata.normalize("NFC", text) for text in texts]
+
+
 def bleu_statistics(references: list[str], hypotheses: list[str], tokenize: str = "13a") -> np.ndarray:
     """`[sentences, 2 + 2 * 4]`: sacrebleu's sufficient statistics of every sentence (hypothesis length, reference
-    length, n-gram matches for n = 1..4, n-gram totals for n = 1..4)."""
+    length, n-gram matches for n = 1..4, n-gram totals for n = 1..4), both sides [`canonical`]."""
     if not references:
         return np.zeros((0, 10), dtype=np.int64)
     # sacrebleu's own bootstrap reads the same per-sentence statistics (there is no public accessor)
-    return np.asarray(BLEU(tokenize=tokenize)._extract_corpus_statistics(hypotheses, [references]), dtype=np.int64)
+    statistics = BLEU(tokenize=tokenize)._extract_corpus_statistics(canonical(hypotheses), [canonical(references)])
+    return np.asarray(statistics, dtype=np.int64)
 
 
 def bleu_from_statistics(summed: np.ndarray) -> np.ndarray:
@@ -295,7 +304,8 @@ def rows_by_group(rows: list[dict]) -> dict[str, list[dict]]:
 
 def corpus_chrf(rows: list[dict]) -> float:
     """sacrebleu's default corpus chrF of prediction rows against their references."""
-    return CHRF().corpus_score([r["prediction"] for r in rows], [[r["reference"] for r in rows]]).score
+    hypotheses, references = canonical([r["prediction"] for r in rows]), canonical([r["reference"] for r in rows])
+    return CHRF().corpus_score(hypotheses, [references]).score
 
 
 def prediction_quality(rows: list[dict]) -> dict[str, float]:
