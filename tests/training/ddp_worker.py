@@ -34,7 +34,8 @@ def main() -> None:
     result = train(["mt", *args])
     model = result.trainer.accelerator.unwrap_model(result.trainer.model)
     torch.save({"initial": initial, "final": selector_logits(model), "world_size": result.trainer.args.world_size,
-                "log_history": result.trainer.state.log_history}, out_dir / f"rank{os.environ['RANK']}.pt")
+                "log_history": result.trainer.state.log_history,
+                "vocab": result.trainer.processing_class.get_vocab()}, out_dir / f"rank{os.environ['RANK']}.pt")
 
 
 if __name__ == "__main__":

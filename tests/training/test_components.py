@@ -13,7 +13,8 @@ import pytest
 import soundfile
 import torch
 import torch.nn.functional as F
-from transformers import Seq2SeqTrainingArguments, Speech2TextFeatureExtractor
+from datasets import Dataset
+from transformers import Seq2SeqTrainer, Seq2SeqTrainingArguments, Speech2TextFeatureExtractor
 
 from hf_headsel import HeadSelSpeech2TextConfig
 from hf_headsel import HeadSelSpeech2TextForConditionalGeneration as HeadSelS2T
@@ -321,6 +322,30 @@ def _optimizer_groups(model, tmp_path, **trainer_kwargs):
     trainer = HeadSelSeq2SeqTrainer(model=model, args=args, **trainer_kwargs)
     trainer.create_optimizer_and_scheduler(num_training_steps=10)
     return trainer.optimizer.param_groups
+
+
+def test_distributed_evaluation_reads_the_split_in_order(marian, tmp_path, monkeypatch):
+    # `group_by_length` made the stock Trainer sort distributed evaluation batches too: scores are matched with
+    # references by position, so the order check failed after training
+    args = Seq2SeqTrainingArguments(output_dir=str(tmp_path), use_cpu=True, report_to="none",
+                                    train_sampling_strategy="group_by_length")
+    trainer = HeadSelSeq2SeqTrainer(model=marian.model(), args=args)
+    dataset = Dataset.from_dict({"input_ids": [[5] * n for n in (3, 40, 7, 25, 2, 60, 11, 5)]})
+    assert list(trainer._get_eval_sampler(dataset)) == list(range(8))
+    monkeypatch.setattr(Seq2SeqTrainingArguments, "world_size", property(lambda self: 2))
+    assert trainer._get_eval_sampler(dataset) is None  # the stock distributed path: sharded in order
+
+
+def test_the_task_sampler_is_told_the_epoch_it_runs(marian, tmp_path, monkeypatch):
+    # a resumed distributed epoch's loader hides the sampler from every `set_epoch`: it replayed epoch 0's draws
+    args = Seq2SeqTrainingArguments(output_dir=str(tmp_path), use_cpu=True, report_to="none")
+    trainer = HeadSelSeq2SeqTrainer(model=marian.model(), args=args, sampling_groups=["a", "a", "b"],
+                                    sampling_alpha=0.5)
+    sampler = trainer._get_train_sampler()
+    seen = []
+    monkeypatch.setattr(Seq2SeqTrainer, "_run_epoch", lambda self, **kwargs: seen.append(sampler.epoch))
+    trainer._run_epoch(model=trainer.model, epoch=3)
+    assert seen == [3]
 
 
 def test_selection_logits_get_their_own_learning_rate_and_weight_decay(marian, tmp_path):

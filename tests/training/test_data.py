@@ -140,6 +140,20 @@ def test_a_file_that_cannot_be_read_as_its_format_is_a_clear_error(tmp_path, nam
     assert str(path) in str(error.value)
 
 
+def test_an_empty_json_file_is_a_clear_error(tmp_path):
+    path = tmp_path / "train.jsonl"
+    path.write_bytes(b"")
+    with pytest.raises(DataError, match=f"{path} is empty"):
+        load(MT, tmp_path, train_file=[str(path)])
+
+
+def test_a_csv_with_a_byte_order_mark_reads_its_first_column(tmp_path):
+    path = tmp_path / "train.csv"  # as spreadsheet programs save "CSV UTF-8"
+    path.write_bytes(("\ufeff" + HEADER + "a b,c d,en,de\n").encode("utf-8"))
+    row = load(MT, tmp_path, train_file=[str(path)])["train"][0]
+    assert (row["source_text"], row["target_text"], row["source_lang"]) == ("a b", "c d", "en")
+
+
 def test_tasks_from_training_data(tmp_path):
     rows = text_rows(6, seed=0)
     train = load(MT, tmp_path, train_file=[str(write_jsonl(tmp_path / "t.jsonl", rows))])["train"]

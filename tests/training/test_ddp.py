@@ -1,5 +1,6 @@
 # Copyright 2026 The hf-headsel authors. Licensed under the Apache License, Version 2.0.
-"""The recipes run unchanged under torchrun: two CPU processes (gloo) keep identical selector logits."""
+"""The recipes run unchanged under torchrun: two CPU processes (gloo) keep identical selector logits and share one
+tokenizer."""
 
 from __future__ import annotations
 
@@ -26,6 +27,8 @@ def test_torchrun_two_processes_keep_selectors_in_sync(text_corpus, tmp_path):
         "--test_file", str(text_corpus / "test.jsonl"),
         "--sampling_alpha", "0.5", "--head_selection_kl_weight", "0.5", "--learning_rate", "0.001",
         "--ddp_backend", "gloo", "--do_train", "--do_eval", "--do_predict",
+        # a sampled tokenizer (fewer sentences than the corpus has) trained over an earlier run's: one for all ranks
+        "--tokenizer_max_sentences", "20", "--overwrite_output_dir",
     ]
     command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
                "--log-dir", str(tmp_path / "torchrun_logs"),  # not a new folder in the system's temp dir each run
@@ -36,6 +39,7 @@ def test_torchrun_two_processes_keep_selectors_in_sync(text_corpus, tmp_path):
 
     ranks = [torch.load(tmp_path / f"rank{rank}.pt") for rank in (0, 1)]
     assert [rank["world_size"] for rank in ranks] == [2, 2]
+    assert ranks[0]["vocab"] == ranks[1]["vocab"]
     assert sorted(ranks[0]["final"]) == ["head_selection.decoder_self.logits", "head_selection.encoder_self.logits"]
     for name, final in ranks[0]["final"].items():
         torch.testing.assert_close(ranks[1]["final"][name], final, rtol=0, atol=0)  # identical on both ranks

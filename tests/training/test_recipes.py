@@ -226,6 +226,22 @@ def test_mt_shared_baseline_from_yaml(text_corpus, tmp_path):
     assert tokenizer(">>de<< the cat").input_ids[0] == tokenizer.convert_tokens_to_ids(">>de<<")
 
 
+def test_target_language_tokens_with_domain_tasks(text_corpus, tmp_path):
+    # the tasks are domains, the `>>xx<<` tokens still the target languages (they were `>>news<<`: every source
+    # began with `<unk>`)
+    out = tmp_path / "domains"
+    result = run(MT, tiny_flags(out, speech=False) + [
+        "--train_file", str(text_corpus / "train.jsonl"), "--task_type", "domain", "--target_lang_token", "--do_train"])
+    tokenizer = result.trainer.processing_class
+    assert result.trainer.model.config.decoder_tasks == ["news", "web"]
+    first_tokens = {int(row["input_ids"][0]) for row in result.trainer.train_dataset}
+    assert first_tokens == {tokenizer.convert_tokens_to_ids(f">>{lang}<<") for lang in ("de", "en", "fr")}
+    with pytest.raises(ValueError, match="--target_lang_token: the tokenizer has no piece for"):
+        run(MT, tiny_flags(tmp_path / "without", speech=False) + [
+            "--train_file", str(text_corpus / "train.jsonl"), "--tokenizer_name", str(out), "--task_type", "lang",
+            "--decoder_tasks", "de", "en", "fr", "it", "--target_lang_token", "--do_train"])
+
+
 def test_resume_continues_same_data_and_selector_state(text_corpus, tmp_path):
     full, resumed = tmp_path / "full", tmp_path / "resumed"
     common = ["--train_file", str(text_corpus / "train.jsonl"), "--sampling_alpha", "0.5",
@@ -255,9 +271,12 @@ def test_resume_continues_same_data_and_selector_state(text_corpus, tmp_path):
         (["--do_train", "--task_tag"], "--task_tag is for speech recipes"),
         (["--do_train", "--resume_from_checkpoint", "no/such/folder"], "not a checkpoint folder"),
         (["--do_train", "--resume_from_checkpoint", "true"], "no checkpoint-\\* folder"),
+        (["--do_train", "--sampling_alpha", "0.5", "--train_sampling_strategy", "group_by_length"],
+         "--sampling_alpha 0.5 draws the training order itself"),
     ],
     ids=["predict-without-a-model", "temperature-schedule", "noise-schedule", "early-stopping", "average-unsaved",
-         "average-more-than-kept", "bleu-tokenizer", "task-tag-in-mt", "resume-missing", "resume-none"],
+         "average-more-than-kept", "bleu-tokenizer", "task-tag-in-mt", "resume-missing", "resume-none",
+         "task-sampling-and-another-order"],
 )
 def test_flag_rules_fail_before_any_work(text_corpus, tmp_path, flags, message):
     out = tmp_path / "run"

@@ -38,3 +38,21 @@ def test_the_temporary_files_are_removed_when_the_process_exits():
     folders = [Path(line) for line in result.stdout.splitlines()]
     assert len(folders) == 2 and all(folder.name.startswith("headsel_spm_") for folder in folders)
     assert not any(folder.exists() for folder in folders)
+
+
+def test_a_sampled_tokenizer_is_the_same_in_every_process(tmp_path):
+    # more sentences than `max_sentences`: sentencepiece's own sampling drew others in every process, so the processes
+    # of a distributed run (and reruns) trained different tokenizers; the recipes sample with a fixed seed
+    script = textwrap.dedent("""
+        import random, sys
+        from pathlib import Path
+        from headsel_recipes.tokenizer import MARIAN_SPECIALS, train_sentencepiece
+        rng = random.Random(1)
+        words = [''.join(rng.choice('abcdefghij') for _ in range(rng.randint(2, 6))) for _ in range(300)]
+        texts = [' '.join(rng.choice(words) for _ in range(8)) for _ in range(400)]
+        train_sentencepiece(texts, Path(sys.argv[1]), 60, MARIAN_SPECIALS, max_sentences=50)
+    """)
+    models = [tmp_path / f"{index}.model" for index in range(2)]
+    for model in models:
+        subprocess.run([sys.executable, "-c", script, str(model)], check=True)
+    assert models[0].read_bytes() == models[1].read_bytes()

@@ -65,7 +65,8 @@ class ModelArguments:
         default="unigram", metadata={"help": "sentencepiece model type: unigram, bpe, char or word."}
     )
     tokenizer_max_sentences: int = field(
-        default=1_000_000, metadata={"help": "Sentences sampled to train the sentencepiece model."}
+        default=1_000_000, metadata={"help": "At most this many training sentences (a seeded sample) train the "
+                                               "sentencepiece model."}
     )
     shared_baseline: bool = field(
         default=False,

@@ -38,6 +38,8 @@ SAMPLE_LIMITS = {"train": "max_train_samples", "validation": "max_eval_samples",
 FAIRSEQ_COLUMNS = ("id", "audio", "n_frames", "tgt_text", "speaker", "src_lang", "tgt_lang")
 # {split}_{src}_{tgt}_{domain}, also accepted: {split}_{src}-{tgt}_{domain}
 FAIRSEQ_SPLIT_NAME = re.compile(r"^(?P<split>[^_]+)_(?P<source_lang>[^_-]+)[_-](?P<target_lang>[^_-]+)_(?P<domain>.+)$")
+# UTF-8, with or without the byte-order mark spreadsheet programs write (else it would open the first column's name).
+CSV_ENCODING = "utf-8-sig"
 EXTENSION_FORMATS = {".json": "json", ".jsonl": "json", ".csv": "csv", ".tsv": "tsv", ".parquet": "parquet"}
 # The defaults of the fairseq manifest columns, used where a column flag keeps its DataArguments default.
 FAIRSEQ_COLUMN_DEFAULTS = {
@@ -135,7 +137,7 @@ def expand_files(entries: list[str] | None, manifest_dir: str | None = None) -> 
 
 def read_header(path: Path, delimiter: str) -> list[str]:
     """The column names of a CSV/TSV file (its first row)."""
-    with open(path, newline="", encoding="utf-8") as handle:
+    with open(path, newline="", encoding=CSV_ENCODING) as handle:
         quoting = csv.QUOTE_NONE if delimiter == "\t" else csv.QUOTE_MINIMAL
         header = next(csv.reader(handle, delimiter=delimiter, quoting=quoting), None)
     if not header:
@@ -173,6 +175,8 @@ def load_file(path: Path, data_format: str, cache_dir: str | None = None) -> Dat
     it) is a [`DataError`] naming the file (and, for JSON, the first line that breaks), raised before any work."""
     if data_format not in ("json", "parquet", "csv", "tsv", "fairseq"):
         raise DataError(f"unknown --data_format {data_format!r}: use auto, json, csv, tsv, parquet or fairseq")
+    if data_format in ("json", "parquet") and path.is_file() and path.stat().st_size == 0:
+        raise DataError(f"{path} is empty")
     try:
         delimiter = "," if data_format == "csv" else "\t"
         header = None if data_format in ("json", "parquet") else read_header(path, delimiter)
@@ -222,6 +226,7 @@ def _read(path: Path, data_format: str, header: list[str] | None, cache_dir: str
         data_files=str(path),
         split="train",
         cache_dir=cache_dir,
+        encoding=CSV_ENCODING,
         delimiter="," if data_format == "csv" else "\t",  # fairseq manifests are TSVs
         quoting=csv.QUOTE_MINIMAL if data_format == "csv" else csv.QUOTE_NONE,
         keep_default_na=False,

@@ -29,6 +29,7 @@ from .tokenizer import (
     has_tokenizer,
     lang_token,
     load_tokenizer,
+    piece_ids,
     task_tag,
     task_tag_ids,
     train_marian_tokenizer,
@@ -107,10 +108,11 @@ def get_tokenizer(task: RecipeTask, model_args: ModelArguments, data_args: DataA
     """`--tokenizer_name`, else the checkpoint's, else the one already in the output folder (a resumed run; not when
     starting over there), else a sentencepiece model trained on the training text and saved to the output folder.
 
-    The main process decides first; the others then find what it saved (every process passes the same barriers).
+    The main process decides first; the others then find what it saved (every process passes the same barriers),
+    also when the main process trained a new one over an earlier run's (`--overwrite_output_dir`).
     """
-    with training_args.main_process_first(desc="building the tokenizer"):
-        own = own_output_dir(data_args, training_args)
+    with training_args.main_process_first(local=False, desc="building the tokenizer"):
+        own = own_output_dir(data_args, training_args) if training_args.process_index == 0 else training_args.output_dir
         for path in (model_args.tokenizer_name, model_args.model_name_or_path, own):
             explicit = path == model_args.tokenizer_name or not Path(path or ".").exists()  # a name or a Hub id
             if path is not None and (explicit or has_tokenizer(path, task.speech)):
@@ -128,7 +130,8 @@ def get_tokenizer(task: RecipeTask, model_args: ModelArguments, data_args: DataA
             tokenizer = train_speech_tokenizer(texts, model_args.vocab_size, model_args.tokenizer_model_type,
                                                model_args.tokenizer_max_sentences, tags)
         else:
-            symbols = [lang_token(lang) for lang in decoder_tasks] if data_args.target_lang_token else []
+            languages = target_languages(raw, task_type, decoder_tasks) if data_args.target_lang_token else []
+            symbols = [lang_token(lang) for lang in languages]
             symbols += [task_tag(task_type, name) for name in encoder_tasks] if data_args.encoder_task_tag else []
             texts += list(raw["train"]["source_text"])
             tokenizer = train_marian_tokenizer(texts, model_args.vocab_size, model_args.tokenizer_model_type,
@@ -137,6 +140,18 @@ def get_tokenizer(task: RecipeTask, model_args: ModelArguments, data_args: DataA
             tokenizer.save_pretrained(training_args.output_dir)
         logger.info("trained a %d-piece sentencepiece tokenizer on the training text", len(tokenizer))
         return tokenizer
+
+
+def target_languages(raw: dict, task_type: str, decoder_tasks: list[str]) -> list[str]:
+    """The languages of `--target_lang_token`'s `>>xx<<` tokens: the decoder tasks, or, where the tasks are domains,
+    the target languages of the rows of every split."""
+    if task_type == "lang":
+        return list(decoder_tasks)
+    languages = {lang for dataset in raw.values() for lang in dataset["target_lang"]}
+    if "" in languages:
+        raise DataError("--target_lang_token: rows without a target language; give them one (--target_lang_column "
+                        "or --target_lang)")
+    return sorted(languages)
 
 
 def own_output_dir(data_args: DataArguments, training_args) -> str | None:
@@ -158,9 +173,12 @@ def get_feature_extractor(model_args: ModelArguments, data_args: DataArguments,
 
 
 def prepare_context(task, task_type, encoder_tasks, decoder_tasks, tokenizer, feature_extractor, model,
-                    data_args: DataArguments) -> PrepareContext:
+                    data_args: DataArguments, raw: dict) -> PrepareContext:
     """Preprocessing limits: the flags, capped by the model's positions; the task tags of `--task_tag` and
-    `--encoder_task_tag`."""
+    `--encoder_task_tag`, and the `>>xx<<` tokens of `--target_lang_token` (each a piece of the tokenizer)."""
+    if data_args.target_lang_token:
+        piece_ids(tokenizer, [lang_token(lang) for lang in target_languages(raw, task_type, decoder_tasks)],
+                  "--target_lang_token")
     config = model.config
     if task.speech:
         subsampling = 2 ** getattr(config, "num_conv_layers", 2)
@@ -236,6 +254,9 @@ def check_flags(task: RecipeTask, model_args: ModelArguments, head_args: HeadSel
         check_output_dir(task, model_args, data_args, training_args)
     if not model_args.shared_baseline:
         list(_schedules(head_args))  # each non-constant schedule has its final value
+    if data_args.sampling_alpha != 1.0 and training_args.train_sampling_strategy != "random":
+        raise ValueError(f"--sampling_alpha {data_args.sampling_alpha} draws the training order itself: it cannot "
+                         f"follow --train_sampling_strategy {training_args.train_sampling_strategy} (keep 'random')")
     if data_args.early_stopping_patience and training_args.eval_strategy == "no":
         raise ValueError("--early_stopping_patience needs evaluation during training (--eval_strategy steps/epoch)")
     if training_args.do_train and data_args.average_last_n > 0:
@@ -470,7 +491,8 @@ def run(task: RecipeTask, args: list[str] | None = None) -> RecipeResult:
     model.generation_config.max_length = training_args.generation_max_length or model.generation_config.max_length
     model.generation_config.num_beams = training_args.generation_num_beams or model.generation_config.num_beams
 
-    ctx = prepare_context(task, task_type, encoder_tasks, decoder_tasks, tokenizer, feature_extractor, model, data_args)
+    ctx = prepare_context(task, task_type, encoder_tasks, decoder_tasks, tokenizer, feature_extractor, model, data_args,
+                          raw)
     prepared, reports = prepare_splits(raw, ctx, data_args, training_args)
     metrics = TaskMetrics(tokenizer, task.metric, data_args.bleu_tokenize, data_args.bootstrap_resamples)
     trainer = make_trainer(task, model, tokenizer, feature_extractor, prepared, metrics, model_args, head_args,

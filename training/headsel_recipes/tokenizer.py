@@ -13,6 +13,7 @@ from __future__ import annotations
 import atexit
 import json
 import logging
+import random
 import shutil
 import tempfile
 from collections.abc import Iterable
@@ -25,6 +26,9 @@ logger = logging.getLogger(__name__)
 
 SPEECH_SPECIALS = {"bos": (0, "<s>"), "pad": (1, "<pad>"), "eos": (2, "</s>"), "unk": (3, "<unk>")}
 MARIAN_SPECIALS = {"eos": (0, "</s>"), "unk": (1, "<unk>"), "pad": (2, "<pad>"), "bos": (-1, "<s>")}
+# The seed of the sentences a tokenizer is trained on when there are more than `max_sentences`: every run (and every
+# process of a distributed one) on the same text trains the same tokenizer.
+SENTENCE_SAMPLE_SEED = 0
 
 
 def lang_token(lang: str) -> str:
@@ -53,6 +57,8 @@ def train_sentencepiece(
     texts = [text for text in texts if text]
     if not texts:
         raise ValueError("no training text to build a tokenizer from")
+    if len(texts) > max_sentences:  # sampled here, seeded: sentencepiece's own sampling differs from run to run
+        texts = random.Random(SENTENCE_SAMPLE_SEED).sample(texts, max_sentences)
     options = {f"{name}_id": index for name, (index, _) in specials.items()}
     options.update({f"{name}_piece": piece for name, (index, piece) in specials.items() if index >= 0})
     with open(model_path, "wb") as writer:
@@ -62,8 +68,7 @@ def train_sentencepiece(
             vocab_size=vocab_size,
             model_type=model_type,
             character_coverage=1.0,
-            input_sentence_size=max_sentences,
-            shuffle_input_sentence=True,
+            input_sentence_size=0,  # every sentence given (sampled above)
             hard_vocab_limit=False,
             user_defined_symbols=user_symbols or [],
             minloglevel=2,
@@ -106,15 +111,20 @@ def train_marian_tokenizer(texts: Iterable[str], vocab_size: int, model_type: st
                            vocab=str(folder / "vocab.json"))
 
 
-def task_tag_ids(tokenizer, task_type: str, tasks: list[str], flag: str = "--task_tag") -> dict[str, int]:
-    """`{task: id of its tag}`; a `ValueError` when the tokenizer lacks a tag (it was built without `flag`, the
-    recipe flag that asks for the tags)."""
-    ids = {task: tokenizer.convert_tokens_to_ids(task_tag(task_type, task)) for task in tasks}
-    missing = [task_tag(task_type, task) for task, index in ids.items() if index in (None, tokenizer.unk_token_id)]
+def piece_ids(tokenizer, pieces: list[str], flag: str) -> list[int]:
+    """The id of each whole piece; a `ValueError` when the tokenizer lacks one (it was built without `flag`, the
+    recipe flag that asks for them): the text would read it as `<unk>` or as pieces of characters."""
+    ids = [tokenizer.convert_tokens_to_ids(piece) for piece in pieces]
+    missing = [piece for piece, index in zip(pieces, ids) if index in (None, tokenizer.unk_token_id)]
     if missing:
         raise ValueError(f"{flag}: the tokenizer has no piece for {missing}; a tokenizer built with {flag} "
                          "holds them (train it on the data, or give one that has them)")
     return ids
+
+
+def task_tag_ids(tokenizer, task_type: str, tasks: list[str], flag: str = "--task_tag") -> dict[str, int]:
+    """`{task: id of its tag}` ([`piece_ids`])."""
+    return dict(zip(tasks, piece_ids(tokenizer, [task_tag(task_type, task) for task in tasks], flag)))
 
 
 def load_tokenizer(path: str, speech: bool, cache_dir: str | None = None):

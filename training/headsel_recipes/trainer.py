@@ -92,6 +92,7 @@ class HeadSelSeq2SeqTrainer(Seq2SeqTrainer):
         self.model_accepts_loss_kwargs = False
         self.train_collator = train_collator
         self.sampling_groups, self.sampling_alpha = sampling_groups, sampling_alpha
+        self._temperature_sampler: TemperatureSampler | None = None
         self._kl_sum, self._kl_steps = 0.0, 0
         self._last_selection = None
 
@@ -180,16 +181,23 @@ class HeadSelSeq2SeqTrainer(Seq2SeqTrainer):
         # evaluation keeps the Trainer's sharding, which Accelerate gathers back in order).
         if self.args.world_size <= 1:
             return SequentialSampler(eval_dataset)
-        return super()._get_eval_sampler(eval_dataset)
+        return None  # the stock distributed evaluation, without `group_by_length`'s reordering
 
     def _get_train_sampler(self, train_dataset=None):
         if self.sampling_alpha == 1.0 or self.sampling_groups is None:
             return super()._get_train_sampler(train_dataset)
         seed = self.args.data_seed if self.args.data_seed is not None else self.args.seed
-        sampler = TemperatureSampler(self.sampling_groups, self.sampling_alpha, seed=seed)
+        sampler = self._temperature_sampler = TemperatureSampler(self.sampling_groups, self.sampling_alpha, seed=seed)
         logger.info("task sampling (alpha=%s): %s", self.sampling_alpha,
                     {task: round(p, 4) for task, p in sampler.probabilities.items()})
         return sampler
+
+    def _run_epoch(self, *args, **kwargs):
+        # The resumed epoch's loader (Accelerate's `skip_first_batches`) wraps a distributed run's sampler where
+        # neither Accelerate's nor the Trainer's `set_epoch` reaches it: it would replay epoch 0's draws.
+        if self._temperature_sampler is not None:
+            self._temperature_sampler.set_epoch(kwargs["epoch"] if "epoch" in kwargs else args[1])
+        return super()._run_epoch(*args, **kwargs)
 
     def get_train_dataloader(self):
         if self.train_collator is None:
