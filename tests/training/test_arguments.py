@@ -4,6 +4,8 @@
 from __future__ import annotations
 
 import dataclasses
+import sys
+import threading
 
 import pytest
 
@@ -27,3 +29,28 @@ def test_a_value_outside_the_keyword_choices_is_refused_by_name(capsys):
     with pytest.raises(SystemExit):
         parse_arguments(["--output_dir", "out", "--head_selection_strategy", "grop"])
     assert "head_selection_strategy" in capsys.readouterr().err
+
+
+def test_threads_parse_at_once(tmp_path):
+    # experiment lanes in threads of one process: `HfArgumentParser` rewrites the dataclasses' field types while it
+    # builds, and a parser built beside another read a half-rewritten one
+    errors = []
+
+    def parse_many():
+        try:
+            for _ in range(20):
+                parse_arguments(["--output_dir", str(tmp_path)])
+        except Exception as error:  # noqa: BLE001 - any error in a thread fails the test
+            errors.append(repr(error))
+
+    threads = [threading.Thread(target=parse_many) for _ in range(4)]
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # switch threads often: the window is a few bytecodes wide
+    try:
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    finally:
+        sys.setswitchinterval(interval)
+    assert errors == []

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import sys
+import threading
 import typing
 from dataclasses import dataclass, field, make_dataclass
 from pathlib import Path
@@ -282,6 +283,11 @@ def split_commas(values: list[str] | str | None) -> list[str] | None:
     return [item.strip() for value in values for item in str(value).split(",") if item.strip()]
 
 
+# Experiment lanes may parse in threads of one process: a parser built while another is being built read a field
+# type the other had half rewritten (AttributeError: type object 'int' has no attribute '__args__').
+_PARSER_LOCK = threading.Lock()
+
+
 def parse_arguments(
     args: list[str] | None = None,
 ) -> tuple[ModelArguments, HeadSelectionArguments, DataArguments, Seq2SeqTrainingArguments]:
@@ -290,7 +296,8 @@ def parse_arguments(
     `args` defaults to `sys.argv[1:]`. Comma-separated list values are split.
     """
     args = sys.argv[1:] if args is None else list(args)
-    parser = HfArgumentParser(ALL_ARGUMENT_CLASSES)
+    with _PARSER_LOCK:  # `HfArgumentParser` rewrites the dataclasses' field types while it reads them
+        parser = HfArgumentParser(ALL_ARGUMENT_CLASSES)
     if len(args) == 1 and Path(args[0]).suffix in (".json", ".yaml", ".yml"):
         text = Path(args[0]).read_text()
         if args[0].endswith(".json"):
