@@ -10,7 +10,11 @@ from __future__ import annotations
 import copy
 import os
 import random
+import subprocess
+import sys
+import textwrap
 from dataclasses import dataclass, field
+from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
@@ -332,6 +336,42 @@ def take(inputs: dict, index) -> dict:
     if isinstance(index, int):
         index = slice(index, index + 1)
     return {key: value[index] for key, value in inputs.items()}
+
+
+#: The start of a script run by [`run_without_hf_headsel`]: the package cannot be imported (it is installed, editable,
+#: in the environment running the tests), so what loads runs from the remote-code modules only.
+WITHOUT_HF_HEADSEL = textwrap.dedent(
+    """
+    import importlib.abc
+    import sys
+
+
+    class Blocker(importlib.abc.MetaPathFinder):
+        def find_spec(self, name, path=None, target=None):
+            if name == "hf_headsel" or name.startswith("hf_headsel."):
+                raise ImportError(f"{name} is blocked in this test")
+            return None
+
+
+    sys.meta_path.insert(0, Blocker())
+    try:
+        import hf_headsel  # noqa: F401
+    except ImportError:
+        pass
+    else:
+        raise SystemExit("hf_headsel is importable: the test would prove nothing")
+    """
+)
+
+
+def run_without_hf_headsel(script: str, args: list[str], tmp_path: Path) -> subprocess.CompletedProcess:
+    """Run `script` after [`WITHOUT_HF_HEADSEL`] in `python -I` (no user site, no PYTHONPATH, no script directory on
+    the path), offline, with a fresh remote-code modules cache under `tmp_path`."""
+    env = {key: value for key, value in os.environ.items() if not key.startswith("PYTHON")}
+    env.update(HF_HUB_OFFLINE="1", HF_MODULES_CACHE=str(tmp_path / "modules"), HF_HOME=str(tmp_path / "hf_home"),
+               TOKENIZERS_PARALLELISM="false")
+    return subprocess.run([sys.executable, "-I", "-c", WITHOUT_HF_HEADSEL + textwrap.dedent(script), *args], env=env,
+                          cwd=tmp_path, capture_output=True, text=True, timeout=300)
 
 
 @pytest.fixture

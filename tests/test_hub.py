@@ -122,6 +122,9 @@ def test_model_card_metadata_and_sections(tmp_path):
 
     text = card.text
     assert f'AutoModelForSeq2SeqLM.from_pretrained("{repo_id}", trust_remote_code=True, task="fr")' in text
+    # the tokenizer reads the model's config too: without the flag, Transformers asks on the terminal
+    loads = [line for line in text.splitlines() if f'from_pretrained("{repo_id}"' in line]
+    assert len(loads) == 2 and all("trust_remote_code=True" in line for line in loads)
     assert f'pipeline("translation", model="{repo_id}"' in text and '{"decoder_task": "fr"}' in text
     assert "| validation | en-fr | 21.50 |" in text
     assert "![Heads shared between tasks](head_sharing.png)" in text
@@ -170,8 +173,9 @@ def test_prepare_model_folder(tmp_path):
     model = marian_model()
     model.save_pretrained(tmp_path / "model")
     (tmp_path / "model" / "conversion.py").unlink(missing_ok=True)
+    assert (tmp_path / "model" / "pipeline_headsel.py").is_file()  # the model code names it (remote-code re-saves)
     written = prepare_model_folder(tmp_path / "model")
-    assert {"conversion.py", "pipeline_headsel.py", "config.json"} <= set(written)
+    assert {"conversion.py", "config.json"} <= set(written)
     needed = set(remote_code_files((*MARIAN.modules, *SHARED_REMOTE_CODE)))  # with what they import
     assert REMOTE_CODE <= needed <= {p.name for p in (tmp_path / "model").glob("*.py")}
     config = json.loads((tmp_path / "model" / "config.json").read_text())

@@ -47,6 +47,7 @@ from hf_headsel import (
 )
 from hf_headsel.hub import prepare_model_folder, write_model_card
 
+from conftest import run_without_hf_headsel
 from doc_examples import python_blocks, run_blocks
 
 hf_logging.set_verbosity_error()
@@ -167,6 +168,32 @@ def test_translation_pipeline_with_task(marian):
     assert translator(SOURCES, tgt_lang="it") == [{"translation_text": t} for t in it]
     with pytest.raises(ValueError, match="unknown task 'de'"):
         translator(SOURCES[0], task="de")
+
+
+RESAVE = """
+    import json
+    from transformers import pipeline
+
+    folder, again, source = sys.argv[1:4]
+    translator = pipeline("translation", model=folder, trust_remote_code=True, model_kwargs={"decoder_task": "fr"},
+                          max_new_tokens=6, num_beams=1)
+    assert type(translator.model).__module__.startswith("transformers_modules")
+    translator.model.save_pretrained(again)
+    translator.tokenizer.save_pretrained(again)
+    reloaded = pipeline("translation", model=again, trust_remote_code=True, max_new_tokens=6, num_beams=1)
+    print(json.dumps([type(reloaded).__name__, reloaded(source)[0]["translation_text"]]))
+"""
+
+
+def test_a_remote_code_model_saved_again_keeps_its_pipeline(marian, tmp_path):
+    # Transformers caches a folder's model code and its pipeline code apart: a model loaded with remote code and
+    # saved again found no pipeline module beside its code and dropped `custom_pipelines`, so `pipeline()` failed
+    folder, model, tokenizer = marian
+    result = run_without_hf_headsel(RESAVE, [str(folder), str(tmp_path / "again"), SOURCES[0]], tmp_path)
+    assert result.returncode == 0, result.stderr[-4000:]
+    pipeline_class, translation = json.loads(result.stdout.strip().splitlines()[-1])
+    assert pipeline_class == "HeadSelTranslationPipeline"
+    assert translation == translate(model, tokenizer, SOURCES[:1], "fr")[0]  # the default task kept in the config
 
 
 def test_translation_pipeline_task_at_construction(marian):

@@ -10,14 +10,12 @@ from __future__ import annotations
 import ast
 import json
 import os
-import subprocess
 import sys
-import textwrap
 
 import pytest
 import torch
 
-from conftest import ALL_COMPONENTS, CORE_FILES, randomize_selector_logits
+from conftest import ALL_COMPONENTS, CORE_FILES, randomize_selector_logits, run_without_hf_headsel
 
 ALLOWED_ABSOLUTE_IMPORTS = {"torch", "transformers", "huggingface_hub"}  # huggingface_hub: a transformers dependency
 
@@ -74,27 +72,7 @@ def test_saved_modules_import_only_torch_transformers_and_each_other(family, sav
                     assert top != "hf_headsel", name
 
 
-CHILD = textwrap.dedent(
-    """
-    import importlib.abc
-    import sys
-
-
-    class Blocker(importlib.abc.MetaPathFinder):
-        def find_spec(self, name, path=None, target=None):
-            if name == "hf_headsel" or name.startswith("hf_headsel."):
-                raise ImportError(f"{name} is blocked in this test")
-            return None
-
-
-    sys.meta_path.insert(0, Blocker())
-    try:
-        import hf_headsel  # noqa: F401
-    except ImportError:
-        pass
-    else:
-        raise SystemExit("hf_headsel is importable: the test would prove nothing")
-
+CHILD = """
     import torch
     import transformers
 
@@ -142,8 +120,7 @@ CHILD = textwrap.dedent(
         },
         out_path,
     )
-    """
-)
+"""
 
 
 def test_trust_remote_code_loads_without_hf_headsel(family, saved, tmp_path):
@@ -163,21 +140,8 @@ def test_trust_remote_code_loads_without_hf_headsel(family, saved, tmp_path):
     data_path, out_path = tmp_path / "data.pt", tmp_path / "out.pt"
     torch.save(dict(inputs=inputs, decoder_input_ids=decoder_input_ids, **ids), data_path)
 
-    env = {key: value for key, value in os.environ.items() if not key.startswith("PYTHON")}
-    env.update(
-        HF_HUB_OFFLINE="1",
-        HF_MODULES_CACHE=str(tmp_path / "modules"),
-        HF_HOME=str(tmp_path / "hf_home"),
-        TOKENIZERS_PARALLELISM="false",
-    )
-    result = subprocess.run(
-        [sys.executable, "-I", "-c", CHILD, str(path), str(data_path), str(out_path), family.auto_model_class.__name__],
-        env=env,
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    result = run_without_hf_headsel(CHILD, [str(path), str(data_path), str(out_path), family.auto_model_class.__name__],
+                                    tmp_path)
     assert result.returncode == 0, result.stderr[-4000:]
     out = torch.load(out_path)
     assert out["model_module"].startswith("transformers_modules"), out["model_module"]

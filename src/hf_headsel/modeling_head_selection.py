@@ -77,6 +77,9 @@ def _save_pipeline_modules(folder: Path, config) -> None:
     either, the entry is dropped from the saved `config.json`: it would name a file the folder does not hold."""
     dropped = []
     for tag, entry in (getattr(config, "custom_pipelines", None) or {}).items():
+        # A relative import, so that Transformers' remote-code loader copies the pipeline module into this module's
+        # cache folder (it copies a module's relative imports; `pipeline()` caches the pipeline's code apart).
+        from .pipeline_headsel import TRANSLATION  # noqa: F401
         name = f"{entry['impl'].split('.')[0]}.py"
         source = Path(__file__).with_name(name)
         if (folder / name).is_file():

@@ -4,6 +4,7 @@ under `training/`, which only call them."""
 
 from __future__ import annotations
 
+import importlib
 import os
 import subprocess
 import sys
@@ -40,12 +41,24 @@ def test_train_lists_the_recipes_and_refuses_unknown_ones(capsys):
     assert exit_info.value.code == 2
 
 
-def test_console_scripts_are_installed_and_return_no_result():
+def test_console_scripts_are_installed_and_return_no_result(monkeypatch):
     installed = {ep.name: ep for ep in entry_points(group="console_scripts") if ep.name.startswith("headsel-")}
-    assert {name: ep.module for name, ep in installed.items()} == CONSOLE_SCRIPTS
-    for ep in installed.values():
-        # `console`, not `main`: an entry-point wrapper passes the return value to sys.exit
-        assert ep.attr == "console" and callable(ep.load())
+    assert set(installed) == set(CONSOLE_SCRIPTS)
+    for name, ep in installed.items():
+        called = []
+        # the module's `console`, not `main`: an entry-point wrapper passes the return value to sys.exit
+        monkeypatch.setattr(importlib.import_module(CONSOLE_SCRIPTS[name]), "console", lambda: called.append(name))
+        assert ep.load()() is None and called == [name]
+
+
+def test_a_console_script_without_the_training_extras_says_how_to_install_them():
+    script = ("import sys; sys.modules['datasets'] = None; sys.argv = ['headsel-experiment', '--help']\n"
+              "from headsel_recipes.cli import headsel_experiment; headsel_experiment()")
+    completed = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=ENV, timeout=120)
+    assert completed.returncode == 1 and "Traceback" not in completed.stderr, completed.stderr[-3000:]
+    assert completed.stderr.strip().endswith("the headsel-* commands need the training extras: pip install "
+                                             "'hf-headsel[train]'")
+    assert "'datasets' is not installed" in completed.stderr
 
 
 def test_headsel_train_help_answers_without_loading_torch():
