@@ -207,10 +207,15 @@ def train_all(experiment: Experiment, task: RecipeTask, runner: RecipeRunner, dr
 
 
 def run_config_path(experiment: Experiment, run: Run) -> Path:
-    """Write the run's flags to `run_config.json` in its folder; return the path."""
+    """Write the run's flags to `run_config.json` in its folder; return the path.
+
+    Every lane writes it, at once when they start together: written beside and renamed over (atomically), so a lane
+    reading it never reads another's half-written file."""
     run.output_dir.mkdir(parents=True, exist_ok=True)
     path = run.output_dir / "run_config.json"
-    path.write_text(json.dumps(run_flags(experiment, run), indent=2, sort_keys=True) + "\n")
+    draft = run.output_dir / f"run_config.json.{uuid.uuid4().hex}"
+    draft.write_text(json.dumps(run_flags(experiment, run), indent=2, sort_keys=True) + "\n")
+    os.replace(draft, path)
     return path
 
 
