@@ -96,7 +96,7 @@ def test_the_wheel_installs_everything_the_packages_read(tmp_path):
     it into an empty folder and use it from there: imports, the model card, remote code, the corpus snapshot."""
     source = tmp_path / "source"
     source.mkdir()
-    for name in ("setup.cfg", "pyproject.toml", "README.md"):
+    for name in ("setup.cfg", "pyproject.toml", "README.md", "LICENSE"):
         shutil.copy(ROOT / name, source / name)
     skip = shutil.ignore_patterns("__pycache__", "*.egg-info")
     for folder in package_roots(setup_options()).values():  # every folder setup.cfg builds from
@@ -105,7 +105,9 @@ def test_the_wheel_installs_everything_the_packages_read(tmp_path):
     subprocess.run([*pip, "wheel", "--no-deps", "--no-build-isolation", "-w", str(tmp_path / "dist"), str(source)],
                    check=True, cwd=tmp_path)
     wheel = next((tmp_path / "dist").glob("hf_headsel-*.whl"))
-    assert "hf_headsel/model_cards/headsel_model_card_template.md" in zipfile.ZipFile(wheel).namelist()
+    names = zipfile.ZipFile(wheel).namelist()
+    assert "hf_headsel/model_cards/headsel_model_card_template.md" in names
+    assert any(".dist-info/" in name and name.endswith("/LICENSE") for name in names)  # the Apache-2.0 text
     site = tmp_path / "site"
     subprocess.run([*pip, "install", "--no-deps", "--no-index", "--target", str(site), str(wheel)], check=True)
     env = {**os.environ, "PYTHONPATH": str(site), "HF_HUB_OFFLINE": "1"}
