@@ -10,7 +10,7 @@ import shutil
 import pytest
 import torch
 import yaml
-from recipe_testkit import TINY_TEXT, tiny_flags
+from recipe_testkit import TINY_TEXT, text_rows, tiny_flags, write_jsonl
 from safetensors.torch import load_file
 from transformers import (
     AutoModelForSeq2SeqLM,
@@ -240,6 +240,16 @@ def test_target_language_tokens_with_domain_tasks(text_corpus, tmp_path):
         run(MT, tiny_flags(tmp_path / "without", speech=False) + [
             "--train_file", str(text_corpus / "train.jsonl"), "--tokenizer_name", str(out), "--task_type", "lang",
             "--decoder_tasks", "de", "en", "fr", "it", "--target_lang_token", "--do_train"])
+
+
+def test_a_task_whose_every_training_example_is_skipped_is_named(tmp_path, caplog):
+    rows = [dict(row, target="" if row["target_lang"] == "fr" else row["target"]) for row in text_rows(24, seed=1)]
+    train = write_jsonl(tmp_path / "train.jsonl", rows)
+    with caplog.at_level(logging.WARNING):
+        result = run(MT, tiny_flags(tmp_path / "out", speech=False) + ["--train_file", str(train), "--do_train"])
+    assert result.trainer.model.config.decoder_tasks == ["de", "en", "fr"]
+    assert "every training example of decoder task(s) ['fr'] was skipped" in caplog.text
+    assert "encoder task(s)" not in caplog.text
 
 
 def test_resume_continues_same_data_and_selector_state(text_corpus, tmp_path):

@@ -228,7 +228,21 @@ def prepare_splits(raw: dict, ctx: PrepareContext, data_args: DataArguments, tra
     for report in reports:
         if report.kept == 0:
             raise DataError(f"every {report.split} example was skipped: {report.summary()}")
+    if "train" in prepared:
+        warn_if_tasks_lost(raw["train"], prepared["train"], ctx)
     return prepared, reports
+
+
+def warn_if_tasks_lost(raw_train, prepared_train, ctx: PrepareContext) -> None:
+    """Warn about each task the training data names whose every example was skipped (too long, unreadable, ...):
+    it stays a task of the model, with its selection never trained."""
+    named = collect_tasks(raw_train, ctx.task, ctx.task_type)
+    for side, tasks, names in (("encoder", ctx.encoder_tasks, named[0]), ("decoder", ctx.decoder_tasks, named[1])):
+        kept = {tasks[index] for index in set(prepared_train[f"{side}_task_ids"])}
+        lost = sorted(set(names) & set(tasks) - kept)
+        if lost:
+            logger.warning("every training example of %s task(s) %s was skipped (data_report.json says why): the "
+                           "model keeps them, their head selection untrained", side, lost)
 
 
 def numpy_view(dataset, speech: bool):
