@@ -19,6 +19,7 @@ from transformers import MarianConfig, Speech2TextTokenizer
 
 import benchmark_tokenizers  # benchmarks/ is on the test path (`pythonpath` in setup.cfg)
 import copy_source_chrf
+import corpus_overlap
 import overhead
 from headsel_recipes.experiment.spec import load_experiment
 from headsel_recipes.tokenizer import task_tag_ids
@@ -784,3 +785,18 @@ def test_copy_source_chrf_scores_the_source_as_the_output_of_every_direction(tmp
     (tmp_path / "mt" / f"test_en_{LANGUAGES[0]}_django.jsonl").unlink()
     with pytest.raises(FileNotFoundError, match=f"test_en_{LANGUAGES[0]}"):
         copy_source_chrf.main(["--corpus_dir", str(tmp_path)])
+
+
+def test_corpus_overlap_counts_near_duplicates_of_training_sentences(tmp_path):
+    mt = tmp_path / "mt"
+    write_jsonl(mt / "train_en_fr_shop.jsonl", [{"source": "Shipping methods", "target": "x"},
+                                                {"source": "Delete the basket", "target": "x"}])
+    write_jsonl(mt / "test_en_fr_shop.jsonl", [{"source": "Shipping method", "target": "y"},  # plural
+                                               {"source": "Delete this basket!", "target": "y"},  # an edit
+                                               {"source": "Something else", "target": "y"}])
+    write_jsonl(mt / "test_en_de_shop.jsonl", [{"source": "Something else", "target": "z"}])  # multi-parallel
+    write_jsonl(mt / "test_fr_en_shop.jsonl", [{"source": "Shipping method", "target": "w"}])  # x->en: not read
+    rows = corpus_overlap.overlap_rows(corpus_overlap.read_pairs(tmp_path))
+    shop, everything = [row for row in rows if row["split"] == "test"]
+    assert shop == dict(everything, domain="shop")
+    assert (shop["pairs"], shop["english"], shop["variant"], shop["ratio"]) == (4, 3, 1, 1)
