@@ -3,8 +3,10 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
+import shutil
 from collections import Counter
 from pathlib import Path
 
@@ -16,6 +18,7 @@ from recipe_testkit import TINY_TEXT, text_rows, write_jsonl
 from transformers import MarianTokenizer
 
 from hf_headsel import HeadSelMarianMTModel
+from hf_headsel.analysis import SELECTION_LOG_NAME
 from headsel_recipes import demo
 
 LANGUAGES = ("de", "fr")
@@ -63,6 +66,15 @@ def demo_run(tmp_path_factory):
         cache_dir=root / "cache", progress=False,
     )
     return settings, demo.run_demo(settings), record
+
+
+def test_a_demo_run_in_a_used_folder_starts_it_over(demo_run, tmp_path):
+    # the earlier run's selection snapshots stayed in the log, read as a run resumed at step 0
+    settings, _, _ = demo_run
+    used = Path(shutil.copytree(settings.output_dir, tmp_path / "out"))
+    snapshots = (used / SELECTION_LOG_NAME).read_text().splitlines()
+    demo.run_demo(dataclasses.replace(settings, output_dir=used))
+    assert (used / SELECTION_LOG_NAME).read_text().splitlines() == snapshots  # the same run again, not appended
 
 
 def test_checkpoint_is_a_shared_marian_model_with_its_recipe_and_scores(demo_run):

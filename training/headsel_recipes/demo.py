@@ -174,6 +174,7 @@ def training_flags(settings: DemoSettings, system: str) -> dict:
     (every test sentence is scored, against its whole reference)."""
     return {
         "output_dir": str(system_dir(settings, system)), "do_train": True,
+        "overwrite_output_dir": True,  # every demo run starts over (an earlier run's selection log, scores, ...)
         "train_file": [str(p) for lang in settings.languages for p in corpus_files(settings.corpus_dir, "train", lang)],
         "task_type": "lang", "model_name_or_path": str(settings.checkpoint), "target_lang_token": True,
         "max_steps": settings.max_steps, "per_device_train_batch_size": settings.batch_size,
