@@ -252,6 +252,24 @@ def test_a_task_whose_every_training_example_is_skipped_is_named(tmp_path, caplo
     assert "encoder task(s)" not in caplog.text
 
 
+def test_accumulated_batches_train_as_one_large_batch(tmp_path):
+    # each batch's loss was its own mean: a batch of short targets weighted its tokens more than one batch would
+    rows = sorted(text_rows(8, seed=1), key=lambda row: len(row["target"].split()))  # 4 short, then 4 long
+    train = write_jsonl(tmp_path / "train.jsonl", rows)
+    common = ["--train_file", str(train), "--train_sampling_strategy", "sequential", "--head_selection_noise_scale",
+              "0", "--optim", "sgd", "--learning_rate", "1.0", "--do_train"]
+    flags = {name: tiny_flags(tmp_path / name, speech=False, max_steps=1) + common for name in ("one", "accumulated")}
+    flags["one"][flags["one"].index("--per_device_train_batch_size") + 1] = "8"
+    flags["accumulated"] += ["--gradient_accumulation_steps", "2"]  # 2 x 4 examples
+    results = {name: run(MT, run_flags + (["--tokenizer_name", str(tmp_path / "one")] if name == "accumulated" else []))
+               for name, run_flags in flags.items()}
+    losses = [results[name].metrics["train"]["train_loss"] for name in ("one", "accumulated")]
+    assert losses[1] == pytest.approx(losses[0], rel=1e-5) and losses[0] > 0
+    one, accumulated = (load_file(tmp_path / name / "model.safetensors") for name in ("one", "accumulated"))
+    for key in one:
+        torch.testing.assert_close(accumulated[key], one[key], rtol=1e-5, atol=1e-6)
+
+
 def test_resume_continues_same_data_and_selector_state(text_corpus, tmp_path):
     full, resumed = tmp_path / "full", tmp_path / "resumed"
     common = ["--train_file", str(text_corpus / "train.jsonl"), "--sampling_alpha", "0.5",

@@ -33,9 +33,11 @@ SCHEDULES = ("constant", "linear", "exponential")
 MODE_CHECK_EXAMPLES = 256
 
 
-def label_smoothed_nll(logits: torch.Tensor, labels: torch.Tensor, epsilon: float) -> torch.Tensor:
-    """Mean label-smoothed cross-entropy over the non-ignored tokens (fairseq's `label_smoothed_cross_entropy`:
-    `(1 - eps - eps/(V-1)) * nll + eps/(V-1) * sum_v -log p_v`; plain cross-entropy when `epsilon` is 0)."""
+def label_smoothed_nll(logits: torch.Tensor, labels: torch.Tensor, epsilon: float,
+                       tokens: torch.Tensor | int | None = None) -> torch.Tensor:
+    """Label-smoothed cross-entropy summed over the non-ignored tokens, divided by `tokens` (default: their count,
+    the mean) (fairseq's `label_smoothed_cross_entropy`: `(1 - eps - eps/(V-1)) * nll + eps/(V-1) * sum_v -log p_v`;
+    plain cross-entropy when `epsilon` is 0)."""
     log_probs = F.log_softmax(logits.float(), dim=-1)
     mask = labels != IGNORE_INDEX
     safe_labels = labels.masked_fill(~mask, 0)
@@ -43,7 +45,7 @@ def label_smoothed_nll(logits: torch.Tensor, labels: torch.Tensor, epsilon: floa
     if epsilon:
         eps_i = epsilon / (log_probs.shape[-1] - 1)
         nll = (1.0 - epsilon - eps_i) * nll - eps_i * log_probs.sum(dim=-1)
-    return (nll * mask).sum() / mask.sum().clamp(min=1)
+    return (nll * mask).sum() / (mask.sum() if tokens is None else torch.as_tensor(tokens)).clamp(min=1)
 
 
 class HeadSelLoss:
@@ -59,11 +61,12 @@ class HeadSelLoss:
         return float(getattr(self.model.config, "head_selection_kl_weight", 0.0) or 0.0)
 
     def __call__(self, outputs, labels: torch.Tensor, shift_labels: bool = False, num_items_in_batch=None):
-        loss = label_smoothed_nll(outputs["logits"], labels, self.epsilon)
+        return label_smoothed_nll(outputs["logits"], labels, self.epsilon) + self.kl_term(outputs)
+
+    def kl_term(self, outputs) -> torch.Tensor | float:
+        """`kl_weight * outputs.head_selection_kl` (0 without a KL or a weight)."""
         kl = outputs.get("head_selection_kl") if isinstance(outputs, dict) else None
-        if kl is not None and self.kl_weight():
-            loss = loss + self.kl_weight() * kl
-        return loss
+        return self.kl_weight() * kl if kl is not None and self.kl_weight() else 0.0
 
 
 class HeadSelSeq2SeqTrainer(Seq2SeqTrainer):
@@ -88,8 +91,9 @@ class HeadSelSeq2SeqTrainer(Seq2SeqTrainer):
             raise ValueError(f"--head_selection_weight_decay must be >= 0, got {selection_weight_decay}")
         self.selection_learning_rate, self.selection_weight_decay = selection_learning_rate, selection_weight_decay
         self.label_smoother = HeadSelLoss(self.args.label_smoothing_factor, self.model)
-        # The loss is a per-batch mean computed here: no `num_items_in_batch` goes to the model.
-        self.model_accepts_loss_kwargs = False
+        # The Trainer then counts the target tokens of each optimizer step (every accumulated batch, every process)
+        # and passes the count to `compute_loss`, which normalizes by it (the model itself is not given it).
+        self.model_accepts_loss_kwargs = True
         self.train_collator = train_collator
         self.sampling_groups, self.sampling_alpha = sampling_groups, sampling_alpha
         self._temperature_sampler: TemperatureSampler | None = None
@@ -100,12 +104,26 @@ class HeadSelSeq2SeqTrainer(Seq2SeqTrainer):
 
     def compute_loss(self, model, inputs, return_outputs: bool = False, num_items_in_batch=None):
         outputs = model(**inputs)
-        loss = self.label_smoother(outputs, inputs["labels"])
+        if num_items_in_batch is None:  # evaluation: the batch's mean
+            loss = self.label_smoother(outputs, inputs["labels"])
+        else:
+            loss = self.step_loss(outputs, inputs["labels"], num_items_in_batch)
         kl = outputs.get("head_selection_kl")
         if model.training and kl is not None:
             self._kl_sum += float(kl.detach())
             self._kl_steps += 1
         return (loss, outputs) if return_outputs else loss
+
+    def step_loss(self, outputs, labels: torch.Tensor, step_tokens) -> torch.Tensor:
+        """This batch's share of one optimizer step's loss, as the stock Trainer scales its models' losses: the
+        cross-entropy summed over the batch's target tokens and divided by the target tokens of the whole step
+        (`step_tokens`: every accumulated batch, every process where `average_tokens_across_devices`), so that
+        accumulated or distributed batches train as one large batch would (a mean per batch weighted short batches'
+        tokens more); the KL term averaged over the step's batches."""
+        loss = label_smoothed_nll(outputs["logits"], labels, self.label_smoother.epsilon, tokens=step_tokens)
+        if self.args.average_tokens_across_devices and self.args.world_size > 1:
+            loss = loss * self.accelerator.num_processes  # processes' gradients are averaged, the count is global
+        return loss + self.label_smoother.kl_term(outputs) / self.current_gradient_accumulation_steps
 
     def training_step(self, model, inputs, num_items_in_batch=None):
         if self._last_selection is None:
