@@ -11,12 +11,38 @@ import sys
 from pathlib import Path
 
 import torch
-from recipe_testkit import tiny_flags
+from recipe_testkit import text_rows, tiny_flags, write_jsonl
+from safetensors.torch import load_file
 
 from headsel_recipes import run
 from headsel_recipes.tasks import MT
 
 WORKER = Path(__file__).resolve().parent / "ddp_worker.py"
+
+
+def torchrun(tmp_path, flags: list[str]) -> None:
+    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
+               "--log-dir", str(tmp_path / "torchrun_logs"),  # not a new folder in the system's temp dir each run
+               str(WORKER), str(tmp_path)] + flags
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
+    completed = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
+    assert completed.returncode == 0, completed.stdout[-3000:] + completed.stderr[-5000:]
+
+
+def test_two_processes_train_as_one_process_with_their_batches_together(tmp_path):
+    # each process's loss was its own batch's mean: the process with the shorter targets weighted its tokens more
+    rows = sorted(text_rows(8, seed=1), key=lambda row: len(row["target"].split()))  # rank 0: 4 short, rank 1: 4 long
+    train = write_jsonl(tmp_path / "train.jsonl", rows)
+    common = ["--train_file", str(train), "--train_sampling_strategy", "sequential", "--head_selection_noise_scale",
+              "0", "--optim", "sgd", "--learning_rate", "1.0", "--do_train"]
+    single = tiny_flags(tmp_path / "single", speech=False, max_steps=1) + common
+    single[single.index("--per_device_train_batch_size") + 1] = "8"
+    run(MT, single)
+    torchrun(tmp_path, tiny_flags(tmp_path / "ddp", speech=False, max_steps=1) + common + [
+        "--ddp_backend", "gloo", "--tokenizer_name", str(tmp_path / "single")])
+    one, two = (load_file(tmp_path / name / "model.safetensors") for name in ("single", "ddp"))
+    for key in one:
+        torch.testing.assert_close(two[key], one[key], rtol=1e-5, atol=1e-6)
 
 
 def test_torchrun_two_processes_keep_selectors_in_sync(text_corpus, tmp_path):
@@ -30,12 +56,7 @@ def test_torchrun_two_processes_keep_selectors_in_sync(text_corpus, tmp_path):
         # a sampled tokenizer (fewer sentences than the corpus has) trained over an earlier run's: one for all ranks
         "--tokenizer_max_sentences", "20", "--overwrite_output_dir",
     ]
-    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
-               "--log-dir", str(tmp_path / "torchrun_logs"),  # not a new folder in the system's temp dir each run
-               str(WORKER), str(tmp_path)] + flags
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
-    completed = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
-    assert completed.returncode == 0, completed.stdout[-3000:] + completed.stderr[-5000:]
+    torchrun(tmp_path, flags)
 
     ranks = [torch.load(tmp_path / f"rank{rank}.pt") for rank in (0, 1)]
     assert [rank["world_size"] for rank in ranks] == [2, 2]
