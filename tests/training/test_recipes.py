@@ -270,6 +270,22 @@ def test_accumulated_batches_train_as_one_large_batch(tmp_path):
         torch.testing.assert_close(accumulated[key], one[key], rtol=1e-5, atol=1e-6)
 
 
+def test_evaluation_without_generation_scores_the_same_loss(text_corpus, tmp_path):
+    # Transformers 5.24 hands evaluation a token count too: the loss-only path took the training step's loss (and
+    # an evaluation-only run failed on the missing accumulation count)
+    trained = tmp_path / "trained"
+    run(MT, tiny_flags(trained, speech=False, max_steps=2) + [
+        "--train_file", str(text_corpus / "train.jsonl"), "--head_selection_kl_weight", "5",
+        "--gradient_accumulation_steps", "2", "--do_train"])
+    losses = []
+    for generate in ("true", "false"):
+        result = run(MT, tiny_flags(tmp_path / f"eval_{generate}", speech=False) + [
+            "--model_name_or_path", str(trained), "--validation_file", str(text_corpus / "dev.jsonl"),
+            "--predict_with_generate", generate, "--do_eval"])
+        losses.append(result.metrics["eval"]["eval_loss"])
+    assert losses[1] == pytest.approx(losses[0], rel=1e-6)
+
+
 def test_resume_continues_same_data_and_selector_state(text_corpus, tmp_path):
     full, resumed = tmp_path / "full", tmp_path / "resumed"
     common = ["--train_file", str(text_corpus / "train.jsonl"), "--sampling_alpha", "0.5",

@@ -104,10 +104,10 @@ class HeadSelSeq2SeqTrainer(Seq2SeqTrainer):
 
     def compute_loss(self, model, inputs, return_outputs: bool = False, num_items_in_batch=None):
         outputs = model(**inputs)
-        if num_items_in_batch is None:  # evaluation: the batch's mean
-            loss = self.label_smoother(outputs, inputs["labels"])
-        else:
+        if model.training and num_items_in_batch is not None:
             loss = self.step_loss(outputs, inputs["labels"], num_items_in_batch)
+        else:  # evaluation (which Transformers 5.24 hands a token count too): the batch's mean
+            loss = self.label_smoother(outputs, inputs["labels"])
         kl = outputs.get("head_selection_kl")
         if model.training and kl is not None:
             self._kl_sum += float(kl.detach())
