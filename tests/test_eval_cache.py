@@ -94,3 +94,21 @@ def test_a_module_without_its_cache_yet_moves_and_switches_mode():
         pass
 
     Late(2, 2).double().train().eval().clear_eval_cache()  # no cache set up: nothing to clear, no error
+
+
+def test_a_fused_optimizer_step_or_replaced_storage_recomputes_the_value():
+    # a fused optimizer (the Trainer's default `adamw_torch_fused`) writes without a version bump; `param.data = t`
+    # (`vector_to_parameters`) keeps the tensor and its version
+    cache, parameter = ParameterDerivedCache(), nn.Parameter(torch.ones(3))
+    compute, calls = counting("rows")
+    cache.get("key", [parameter], compute)
+    parameter.grad = torch.ones(3)
+    optimizer = torch.optim.AdamW([parameter], lr=0.1, fused=True)
+    version = parameter._version
+    optimizer.step()
+    assert parameter._version == version  # what the version counter cannot see
+    cache.get("key", [parameter], compute)
+    assert len(calls) == 2
+    parameter.data = torch.zeros(3)
+    cache.get("key", [parameter], compute)
+    assert len(calls) == 3

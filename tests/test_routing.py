@@ -156,10 +156,18 @@ def test_by_blocks_hands_each_block_its_tasks_examples_and_puts_the_result_back_
     assert torch.equal(out[..., :3], states) and out[..., 3].tolist() == [[task] * 2 for task in ids]
 
 
-def test_an_id_tensor_is_routed_once_until_it_changes(family):
-    # generate passes the same id tensor at every step: its route is remembered, but an in-place change (even to an
-    # invalid id) is seen
+def test_an_id_tensor_is_routed_once_within_generate_until_it_changes(family):
     model = family.model(head_selection_components=ALL_COMPONENTS).eval()
+    # outside generate every call routes afresh: a write no version counter sees (through `.data`, or a numpy array
+    # sharing the tensor's memory) is followed (a memo kept across calls routed by the old ids)
+    shared = torch.tensor([0, 2, 1, 2])
+    model.task_routes(ENCODER_IDS, shared, 4, shared.device)
+    shared.data[1] = 1
+    route = model.task_routes(ENCODER_IDS, shared, 4, shared.device).decoder
+    assert (route.host_ids, route.sizes) == ((0, 1, 1, 2), (1, 2, 1))  # the route's own reading, not the tensor
+    # generate passes the same id tensor at every step: within the call its route is remembered, but an in-place
+    # change (even to an invalid id) is seen
+    model.__dict__["_generation_memo"] = {}  # as `generate` sets it
     ids = torch.tensor([0, 2, 1, 2])
     first = model.task_routes(ENCODER_IDS, ids, 4, ids.device).decoder
     assert model.task_routes(ENCODER_IDS, ids, 4, ids.device).decoder is first
@@ -508,7 +516,6 @@ def test_generate_validates_each_id_tensor_once_not_per_layer(family, monkeypatc
     assert validated == [("encoder", (batch,)), *steps]
     # the stock encoder pass (raw ids, validated in every layer) generates the same
     monkeypatch.setattr(type(model), GENERATION_ENCODER_PASS, getattr(GenerationMixin, GENERATION_ENCODER_PASS))
-    model.__dict__.pop("_route_memo")
     validated.clear()
     torch.testing.assert_close(model.generate(**kwargs), generated)
     layers = sum(1 for component, _, _ in selecting_attentions(model) if component == "encoder_self")

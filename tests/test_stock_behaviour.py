@@ -855,6 +855,23 @@ def test_dynamic_quantization_gives_the_quantized_stock_output(family):
     torch.testing.assert_close(got, expected, rtol=0, atol=0)
 
 
+def test_a_lora_merged_into_a_model_that_evaluated_computes_with_the_merged_weights(family):
+    """PEFT's `merge_and_unload` adds the LoRA product to the base weight through `.data` (no version counter moves)
+    and puts the same `nn.Linear` back: the weight rows cached by an earlier evaluation were used again."""
+    peft = pytest.importorskip("peft")
+    model = build(family, 2).eval()
+    kwargs = dict(**family.inputs(), decoder_input_ids=family.decoder_input_ids(), **MIXED)
+    with torch.no_grad():
+        before = model(**kwargs).logits  # fills the evaluation caches
+        config = peft.LoraConfig(r=4, target_modules=["q_proj", "v_proj"], init_lora_weights=False)
+        merged = peft.get_peft_model(model, config).merge_and_unload()
+        got = merged(**kwargs).logits
+        fresh = family.model_class(merged.config).eval()
+        fresh.load_state_dict(merged.state_dict())
+        torch.testing.assert_close(got, fresh(**kwargs).logits, rtol=0, atol=0)
+    assert not torch.allclose(got, before)  # the merge changed what the model computes
+
+
 def test_peft_lora_on_the_attention_projections_trains_and_merges(family):
     """LoRA through PEFT on `q_proj` / `v_proj` of a model selecting everywhere: the LoRA weights learn (the frozen
     model's do not), and the merged model (`merge_and_unload`, plain `nn.Linear` again) computes what the PEFT model

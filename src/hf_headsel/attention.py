@@ -99,6 +99,13 @@ class HeadSelectionAttentionMixin(EvalCacheMixin):
         self.__dict__["selector"] = selector
         self.init_eval_cache()
 
+    def __setattr__(self, name: str, value) -> None:
+        # A projection replaced (PEFT wraps it, and `merge_and_unload` puts it back with its weight merged through
+        # `.data`, which no version counter sees): what was derived from the old one is stale.
+        if name in PROJECTIONS or name == "out_proj":
+            self.clear_eval_cache()
+        super().__setattr__(name, value)
+
     def extra_repr(self) -> str:
         return (
             f"component={self.component}, layer={self.selection_layer}, heads={self.num_heads}, "

@@ -10,6 +10,18 @@ from __future__ import annotations
 from collections.abc import Callable, Hashable, Sequence
 
 import torch
+from torch.optim.optimizer import register_optimizer_step_post_hook
+
+# Optimizer steps taken in this process. A fused optimizer (`fused=True`, the Trainer's default `adamw_torch_fused`)
+# writes the parameters without bumping their `_version`: every cached value is recomputed after any step.
+_OPTIMIZER_STEPS = [0]
+
+
+def _count_optimizer_step(optimizer, args, kwargs) -> None:
+    _OPTIMIZER_STEPS[0] += 1
+
+
+register_optimizer_step_post_hook(_count_optimizer_step)
 
 
 def version_of(tensor: torch.Tensor) -> int | None:
@@ -22,11 +34,13 @@ class ParameterDerivedCache:
     """Values computed from some source tensors, each kept while its sources are the same tensors at the same
     in-place version.
 
-    A source replaced (`load_state_dict(assign=True)`) has a new identity; one changed in place through
-    autograd-visible ops (optimizer steps, `load_state_dict`, `copy_` under `no_grad`) has a new version counter.
-    Writes through `param.data` and module moves or casts (`.to()`, `.half()`, which replace `param.data`) change
-    neither: [`EvalCacheMixin`] clears the cache on moves, and `model.clear_head_selection_cache()` after `.data`
-    writes. The sources are kept alive with their entry, so that their ids cannot be reused by new tensors meanwhile.
+    A source replaced (`load_state_dict(assign=True)`) has a new identity; one whose storage was replaced
+    (`param.data = t`, `vector_to_parameters`) a new data pointer; one changed in place through autograd-visible ops
+    (`load_state_dict`, `copy_` under `no_grad`, optimizer steps) a new version counter, and any optimizer step of
+    the process invalidates every entry (fused optimizers write without a version bump). In-place writes through
+    `param.data` change none of these: `model.clear_head_selection_cache()` after them ([`EvalCacheMixin`] clears the
+    cache on moves and casts, and a head-selecting layer when a projection is replaced). The sources are kept alive
+    with their entry, so that their ids cannot be reused by new tensors meanwhile.
     """
 
     __slots__ = ("_entries",)
@@ -38,7 +52,7 @@ class ParameterDerivedCache:
         """The value cached under `key`, or `compute()` (then cached) when there is none or its sources changed.
         Nothing is kept for an inference tensor (made under `torch.inference_mode()`): it has no version counter."""
         try:
-            state = tuple((id(source), source._version) for source in sources)
+            state = (_OPTIMIZER_STEPS[0], *((id(source), source._version, source.data_ptr()) for source in sources))
         except RuntimeError:  # "Inference tensors do not track version counter"
             return compute()
         entry = self._entries.get(key)

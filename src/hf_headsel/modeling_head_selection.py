@@ -354,19 +354,16 @@ class HeadSelectionBaseModelMixin:
                                                                                   *base.decoder.layers))
 
     def _remembered_route(self, side: str, ids, batch_size: int, device: torch.device) -> TaskRoute:
-        """[`task_route`], remembered for the id tensor of the last call: `generate` passes the same tensor at every
-        decoding step, which then costs no validation and no host synchronisation. An id tensor made under
-        `torch.inference_mode()` has no version counter to reveal in-place writes: its route is remembered for the
-        current `generate` call only."""
-        if is_compiling():  # the memo is host-side state keyed on `_version`: traced code routes afresh
+        """[`task_route`], remembered within a `generate` call for its id tensor: `generate` passes the same tensor
+        at every decoding step, which then costs no validation and no host synchronisation. Outside `generate` every
+        call routes afresh: a caller's tensor may change between calls without a version bump (written through
+        `.data`, or through a numpy array sharing its memory)."""
+        memo = self.__dict__.get("_generation_memo")
+        if is_compiling() or memo is None:  # the memo is host-side state: traced code routes afresh
             return task_route(self.config, side, ids, batch_size, device)
-        memo, version = self.__dict__.setdefault("_route_memo", {}), None
+        version = None
         if isinstance(ids, torch.Tensor):
             version = version_of(ids)
-            if version is None:
-                memo = self.__dict__.get("_generation_memo")
-                if memo is None:  # outside `generate`: nothing to scope the memo to
-                    return task_route(self.config, side, ids, batch_size, device)
             remembered = memo.get(side)
             # the tensor itself is kept in the memo, so its id cannot be reused; `_version` catches in-place writes
             if remembered is not None and remembered[0] is ids and remembered[1] == version:
