@@ -317,10 +317,13 @@ def test_resume_continues_same_data_and_selector_state(text_corpus, tmp_path):
         (["--do_train", "--resume_from_checkpoint", "true"], "no checkpoint-\\* folder"),
         (["--do_train", "--sampling_alpha", "0.5", "--train_sampling_strategy", "group_by_length"],
          "--sampling_alpha 0.5 draws the training order itself"),
+        (["--do_train", "--metric_for_best_model", "eval_wer"], "eval_wer is an error rate .* --greater_is_better false"),
+        (["--do_train", "--average_last_n", "2", "--save_strategy", "steps", "--save_total_limit", "2",
+          "--eval_strategy", "steps", "--early_stopping_patience", "2"], "checkpoints kept beside the best one"),
     ],
     ids=["predict-without-a-model", "temperature-schedule", "noise-schedule", "early-stopping", "average-unsaved",
          "average-more-than-kept", "bleu-tokenizer", "task-tag-in-mt", "resume-missing", "resume-none",
-         "task-sampling-and-another-order"],
+         "task-sampling-and-another-order", "error-rate-higher-better", "average-beside-the-best"],
 )
 def test_flag_rules_fail_before_any_work(text_corpus, tmp_path, flags, message):
     out = tmp_path / "run"
@@ -382,6 +385,36 @@ def test_mt_adapter_baseline_upcycled_from_a_stock_checkpoint(text_corpus, tmp_p
     torch.testing.assert_close(model.model.encoder.layers[0].fc1.weight, stock.model.encoder.layers[0].fc1.weight)
     # trained: the adapters (their up-projections start at zero)
     assert model.model.encoder.layers[0].task_adapter.up_weight.abs().sum() > 0
+
+
+def test_a_resumed_run_keeps_its_early_stopping_patience(text_corpus, tmp_path):
+    # Transformers restores callback states only when asked: the resumed run counted its patience from 0 again
+    def stopped_at(out, *extra):
+        return run(MT, tiny_flags(out, speech=False, max_steps=8) + [
+            "--train_file", str(text_corpus / "train.jsonl"), "--validation_file", str(text_corpus / "dev.jsonl"),
+            "--learning_rate", "0", "--eval_strategy", "steps", "--eval_steps", "1", "--save_strategy", "steps",
+            "--save_steps", "1", "--early_stopping_patience", "2", "--do_train", *extra]).trainer.state.global_step
+
+    uninterrupted = stopped_at(tmp_path / "whole")
+    assert uninterrupted == 3  # no improvement at the 2nd and 3rd evaluations
+    shutil.rmtree(tmp_path / "whole" / "checkpoint-3")  # the run interrupted after step 2
+    assert stopped_at(tmp_path / "whole", "--resume_from_checkpoint", "last") == uninterrupted
+
+
+def test_averaging_takes_this_runs_checkpoints_only(text_corpus, tmp_path):
+    # resumed from an earlier step, a run averaged the abandoned continuation's later checkpoints; resumed from
+    # another folder's checkpoint into a used folder, it would average that folder's run
+    out = tmp_path / "run"
+    common = ["--train_file", str(text_corpus / "train.jsonl"), "--save_strategy", "steps", "--save_steps", "2",
+              "--do_train"]
+    run(MT, tiny_flags(out, speech=False, max_steps=8) + common)
+    run(MT, tiny_flags(out, speech=False, max_steps=6) + common + [
+        "--resume_from_checkpoint", str(out / "checkpoint-4"), "--average_last_n", "2"])
+    assert json.loads((out / "averaged_checkpoints.json").read_text()) == ["checkpoint-4", "checkpoint-6"]
+    (tmp_path / "other" / "checkpoint-8").mkdir(parents=True)  # another run's, in the folder resumed into
+    with pytest.raises(ValueError, match=r"holds an earlier run's checkpoint-8, which this run \(from .*checkpoint-2\)"):
+        run(MT, tiny_flags(tmp_path / "other", speech=False, max_steps=4) + common + [
+            "--resume_from_checkpoint", str(out / "checkpoint-2"), "--tokenizer_name", str(out)])
 
 
 def test_early_stopping_on_the_task_score(text_corpus, tmp_path):

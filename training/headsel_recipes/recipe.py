@@ -38,6 +38,8 @@ from .tokenizer import (
 from .trainer import HeadSelSeq2SeqTrainer, NoiseScheduleCallback, TemperatureScheduleCallback
 
 logger = logging.getLogger("headsel_recipes")
+# Metric names that are error rates (lower is better).
+ERROR_RATES = ("wer", "cer")
 FEATURE_EXTRACTOR_FILES = ("preprocessor_config.json", "processor_config.json")
 
 
@@ -271,15 +273,22 @@ def check_flags(task: RecipeTask, model_args: ModelArguments, head_args: HeadSel
     if data_args.sampling_alpha != 1.0 and training_args.train_sampling_strategy != "random":
         raise ValueError(f"--sampling_alpha {data_args.sampling_alpha} draws the training order itself: it cannot "
                          f"follow --train_sampling_strategy {training_args.train_sampling_strategy} (keep 'random')")
+    metric = training_args.metric_for_best_model
+    if metric and training_args.greater_is_better and any(rate in metric.lower() for rate in ERROR_RATES):
+        raise ValueError(f"--metric_for_best_model {metric} is an error rate (lower is better), and Transformers "
+                         "takes any metric but a loss as higher-better: add --greater_is_better false")
     if data_args.early_stopping_patience and training_args.eval_strategy == "no":
         raise ValueError("--early_stopping_patience needs evaluation during training (--eval_strategy steps/epoch)")
     if training_args.do_train and data_args.average_last_n > 0:
         if training_args.save_strategy == "no":
             raise ValueError(f"--average_last_n {data_args.average_last_n} averages saved checkpoints, and "
                              "--save_strategy no saves none")
-        if training_args.save_total_limit is not None and training_args.save_total_limit < data_args.average_last_n:
-            raise ValueError(f"--average_last_n {data_args.average_last_n} needs that many checkpoints kept, and "
-                             f"--save_total_limit {training_args.save_total_limit} keeps fewer")
+        # with a best metric tracked (early stopping, --load_best_model_at_end) the Trainer also keeps the best
+        kept = data_args.average_last_n + bool(data_args.early_stopping_patience or training_args.metric_for_best_model)
+        if training_args.save_total_limit is not None and training_args.save_total_limit < kept:
+            raise ValueError(f"--average_last_n {data_args.average_last_n} needs the last {data_args.average_last_n} "
+                             f"checkpoints kept{' beside the best one' if kept > data_args.average_last_n else ''}, "
+                             f"and --save_total_limit {training_args.save_total_limit} keeps fewer")
     if task.metric == "bleu":
         try:
             BLEU(tokenize=data_args.bleu_tokenize)
@@ -291,8 +300,10 @@ def check_output_dir(task: RecipeTask, model_args: ModelArguments, data_args: Da
     """A training run that neither resumes `--output_dir`'s earlier run nor starts over there
     (`--overwrite_output_dir`) refuses a folder whose checkpoints or tokenizer it would take for its own
     ([`headsel_recipes.run_folder`]); a checkpoint to resume must exist."""
-    resume = training_args.resume_from_checkpoint
-    continues = resume_checkpoint(training_args) is not None or str(resume).lower() == "last"
+    resume, checkpoint = training_args.resume_from_checkpoint, resume_checkpoint(training_args)
+    # a checkpoint of another folder continues a run there: this folder's checkpoints are not that run's
+    elsewhere = checkpoint is not None and checkpoint.resolve().parent != Path(training_args.output_dir).resolve()
+    continues = (checkpoint is not None or str(resume).lower() == "last") and not elsewhere
     if continues and data_args.overwrite_output_dir:
         raise ValueError(f"--overwrite_output_dir starts over in {training_args.output_dir}, and "
                          f"--resume_from_checkpoint {resume} continues a run: give one of them")
@@ -301,8 +312,9 @@ def check_output_dir(task: RecipeTask, model_args: ModelArguments, data_args: Da
     left = earlier_run(training_args.output_dir, speech=task.speech,
                        reads_its_tokenizer=not (model_args.tokenizer_name or model_args.model_name_or_path))
     if left:
+        start = f"from {checkpoint}" if elsewhere else "from step 0"
         raise ValueError(f"--output_dir {training_args.output_dir} holds an earlier run's {', '.join(left)}, which "
-                         "this run (from step 0) would take for its own: continue that run with "
+                         f"this run ({start}) would take for its own: continue that run with "
                          "--resume_from_checkpoint last, start over there with --overwrite_output_dir, or train into "
                          "another --output_dir")
 
@@ -365,6 +377,8 @@ def early_stopping(task: RecipeTask, patience: int, training_args) -> EarlyStopp
     if training_args.metric_for_best_model is None:
         training_args.metric_for_best_model = task.metric
         training_args.greater_is_better = task.metric == "bleu"
+    # a resumed run continues the patience count (Transformers restores callback states only when asked)
+    training_args.restore_callback_states_from_checkpoint = True
     return EarlyStoppingCallback(early_stopping_patience=patience)
 
 
@@ -527,7 +541,9 @@ def average_last_checkpoints(trainer: HeadSelSeq2SeqTrainer, last_n: int) -> lis
     """Load the mean of the last `last_n` checkpoints of the output folder into the trainer's model (the paper
     averages the last 10 epochs' checkpoints and evaluates the average)."""
     trainer.accelerator.wait_for_everyone()
-    checkpoints = find_checkpoints(trainer.args.output_dir)[-last_n:]
+    step = trainer.state.global_step  # not an abandoned continuation's later ones (a resume from an earlier step)
+    checkpoints = [path for path in find_checkpoints(trainer.args.output_dir)
+                   if int(path.name.split("-")[-1]) <= step][-last_n:]
     if not checkpoints:
         logger.warning("--average_last_n %d: no checkpoint-* folder in %s, nothing averaged", last_n,
                        trainer.args.output_dir)
