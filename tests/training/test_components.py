@@ -305,6 +305,21 @@ def test_init_encoder_from_copies_encoder_and_selector_rows(tmp_path):
         init_encoder_from(decoder, str(tmp_path / "asr"))
 
 
+@pytest.mark.parametrize("per_task", [dict(head_selection_strategy="task_specific"),
+                                      dict(task_adapter_dim=4, task_adapter_key="task")], ids=["heads", "adapters"])
+def test_init_encoder_from_refuses_per_task_weights_of_other_tasks(tmp_path, per_task):
+    # the same shapes for [de, en] and [en, fr]: block by block, "en" started from "de"'s heads or adapter
+    common = dict(vocab_size=30, d_model=16, encoder_layers=1, decoder_layers=1, encoder_attention_heads=2,
+                  decoder_attention_heads=2, encoder_ffn_dim=16, decoder_ffn_dim=16, conv_channels=8,
+                  input_feat_per_channel=20, decoder_tasks=["en"], **per_task)
+    HeadSelS2T(HeadSelSpeech2TextConfig(**common, encoder_tasks=["de", "en"])).save_pretrained(tmp_path / "asr")
+    with pytest.raises(ValueError, match="holds weights per task"):
+        init_encoder_from(HeadSelS2T(HeadSelSpeech2TextConfig(**common, encoder_tasks=["en", "fr"])),
+                          str(tmp_path / "asr"))
+    assert init_encoder_from(HeadSelS2T(HeadSelSpeech2TextConfig(**common, encoder_tasks=["de", "en"])),
+                             str(tmp_path / "asr")) > 5  # the same tasks: copied
+
+
 def test_average_checkpoints(tmp_path):
     from safetensors.torch import save_file
 

@@ -242,6 +242,7 @@ def init_encoder_from(model, path: str, cache_dir: str | None = None) -> int:
     if source_cls is None:
         raise ValueError(f"--init_encoder_from {path}: unsupported model_type {source_type!r}")
     source = source_cls.from_pretrained(path, cache_dir=cache_dir)
+    _refuse_reordered_task_weights(model.config, source.config, path)
     source_state, state = source.state_dict(), model.state_dict()
     copied = 0
     with torch.no_grad():
@@ -258,6 +259,29 @@ def init_encoder_from(model, path: str, cache_dir: str | None = None) -> int:
         model.clear_head_selection_cache()
     logger.info("initialised %d encoder tensors from %s", copied, path)
     return copied
+
+
+def _task_keyed_encoder_lists(config) -> tuple | None:
+    """The task lists that order the encoder's per-task weights (task-specific heads in its self-attention, task
+    adapters after its layers: blocks laid out task by task), or `None` where it has none."""
+    if getattr(config, "encoder_tasks", None) is None:
+        return None
+    lists = ()
+    if config.head_selection_strategy == "task_specific" and "encoder_self" in config.head_selection_components:
+        lists = (config.encoder_tasks,)
+    if config.task_adapter_dim:
+        lists = tuple(getattr(config, f"{side}_tasks") for side in config.adapter_sides("encoder"))
+    return lists or None
+
+
+def _refuse_reordered_task_weights(config, source_config, path: str) -> None:
+    """`ValueError` where the encoder's per-task weights would be copied block by block between other task lists
+    (same shapes, other tasks: each task would start from another task's heads or adapter)."""
+    here, there = _task_keyed_encoder_lists(config), _task_keyed_encoder_lists(source_config)
+    if (here or there) and here != there:
+        raise ValueError(f"--init_encoder_from {path}: the encoder holds weights per task, laid out by the task lists "
+                         f"{there} there and {here} here; copying them block by block would give tasks each other's "
+                         "weights: give this model the same task lists (--encoder_tasks / --decoder_tasks)")
 
 
 def _copy_encoder_selector_rows(model, source) -> int:
