@@ -365,3 +365,21 @@ def test_a_model_offloaded_by_accelerate_computes_what_it_computes_loaded(family
     if selector.learned:
         with pytest.raises(ValueError, match="on the meta device .* outside the selector's forward"):
             selector.task_kl()
+
+
+def test_half_precision_keeps_the_selection_logits_in_float32(family, tmp_path):
+    # near-ties of phi rounded to equal values in bfloat16 and changed the heads chosen
+    model = family.model()
+    with torch.no_grad():
+        for selector in model.head_selection.values():
+            selector.logits.fill_(-3.0)
+            selector.logits[..., selector.heads:] = -2.995  # the second member of each group wins, by 0.005
+    expected = model.selected_heads()
+    assert torch.tensor(-2.995, dtype=torch.bfloat16) == torch.tensor(-3.0, dtype=torch.bfloat16)  # a tie there
+    model.save_pretrained(tmp_path / "model")
+    loaded = family.model_class.from_pretrained(tmp_path / "model", dtype=torch.bfloat16)
+    for half in (loaded, family.model_class.from_pretrained(tmp_path / "model").half(), model.to(torch.bfloat16)):
+        assert {selector.logits.dtype for selector in half.head_selection.values()} == {torch.float32}
+        assert half.model.encoder.layers[0].fc1.weight.dtype != torch.float32  # the rest is cast
+        for component, heads in half.selected_heads().items():
+            assert torch.equal(heads, expected[component]), component

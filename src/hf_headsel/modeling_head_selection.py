@@ -133,6 +133,8 @@ class HeadSelectionBaseModelMixin:
     #: `{Auto class name: model class name}` of the family, written to `config.auto_map` by `save_pretrained` so
     #: that every Auto class the stock family supports loads the saved model with `trust_remote_code=True`.
     head_selection_auto_classes: dict[str, str] = {}
+    #: Loaded in half precision (`dtype=torch.bfloat16`), `phi` stays in float32 (see `HeadSelector._apply`).
+    _keep_in_fp32_modules_strict = ["head_selection"]
 
     def install_head_selection(self) -> None:
         """Add the selectors and swap the attention of every selecting component for a head-selection one."""

@@ -20,6 +20,7 @@ from torch import nn
 
 from .configuration_head_selection import HeadSelectionConfigMixin, component_side
 
+HALF_PRECISION = (torch.float16, torch.bfloat16)
 # Initial logits: phi ~ U(log 0.01, log 1.0), as in the fairseq reference.
 LOGIT_INIT_RANGE = (math.log(0.01), 0.0)
 
@@ -43,6 +44,18 @@ class HeadSelector(nn.Module):
         self.heads, self.total_heads = heads, total_heads
         self.learned = strategy != "task_specific"
         self.logits = nn.Parameter(torch.zeros(num_tasks, num_layers, total_heads)) if self.learned else None
+
+    def _apply(self, fn, *args, **kwargs):
+        # `phi` keeps its precision when the model is cast to half precision (`.to(torch.bfloat16)`, `.half()`; moves
+        # still apply): near-ties would round to equal values there and change which heads are chosen. The gates
+        # follow the activations' dtype in the attention layers.
+        def keep_precision(tensor: torch.Tensor) -> torch.Tensor:
+            converted = fn(tensor)
+            if converted.dtype in HALF_PRECISION and tensor.dtype not in HALF_PRECISION:
+                return tensor.to(converted.device)
+            return converted
+
+        return super()._apply(keep_precision, *args, **kwargs)
 
     @property
     def chooses(self) -> bool:
