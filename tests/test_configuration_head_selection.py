@@ -352,3 +352,21 @@ def test_attention_path_names_the_stock_attention_modules(family):
     for component, path in expected.items():
         assert attention_path(component, 1) == path
         assert model.base_model.get_submodule(path).component == component
+
+
+def test_a_config_edited_after_it_was_made_is_checked_when_a_model_is_built(family):
+    # the model was built, then failed at its first forward with an unflatten error naming no rule
+    config = family.model().config
+    config.total_decoder_attention_heads = 6
+    with pytest.raises(ValueError, match="group strategy needs total_decoder_attention_heads=6 to be a multiple"):
+        family.model_class(config)
+
+
+@pytest.mark.parametrize("keyword, value", [("head_selection_temperature", 0.0), ("head_selection_temperature", -1.0),
+                                            ("head_selection_noise_scale", -0.5)])
+def test_a_sampling_setting_changed_at_run_time_is_checked_in_training(family, keyword, value):
+    # -1 inverted the choice and trained silently
+    model = family.model().train()
+    setattr(model.config, keyword, value)
+    with pytest.raises(ValueError, match="head_selection_temperature must be > 0 and head_selection_noise_scale >= 0"):
+        model(**family.inputs(), labels=family.labels(), encoder_task_ids=[0, 1, 1, 0], decoder_task_ids=[0, 2, 1, 2])

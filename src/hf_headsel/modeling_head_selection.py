@@ -139,6 +139,7 @@ class HeadSelectionBaseModelMixin:
     def install_head_selection(self) -> None:
         """Add the selectors and swap the attention of every selecting component for a head-selection one."""
         config = self.config
+        config.check_head_selection()  # again: a config edited after it was made (say, H') is checked before it builds
         self.head_selection = ComponentSelectors(config)
         base = self.base_model  # the model itself for the base model classes
         for component, selector in self.head_selection.items():
@@ -277,6 +278,9 @@ class HeadSelectionBaseModelMixin:
         if self.training or torch.is_grad_enabled():
             temperature = float(self.config.head_selection_temperature)
             noise_scale = float(self.config.head_selection_noise_scale)
+            if not (temperature > 0 and noise_scale >= 0):  # set at run time (a schedule, by hand): not checked yet
+                raise ValueError(f"head_selection_temperature must be > 0 and head_selection_noise_scale >= 0, got "
+                                 f"{temperature} and {noise_scale}")
             # under gradient checkpointing every layer makes its own gates (see `HeadSelector.draw`)
             per_layer = self.training and self._checkpoints_layers()
             draws = {
