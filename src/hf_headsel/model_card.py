@@ -31,6 +31,8 @@ from .pipeline_headsel import SPEECH_RECOGNITION, TRANSLATION
 TEMPLATE_NAME = "headsel_model_card_template.md"
 HEATMAP_NAME = "head_sharing.png"
 METRIC_NAMES = {"wer": "WER", "cer": "CER", "bleu": "BLEU", "chrf": "chrF"}
+#: The error rates among them (lower is better), scored on transcriptions.
+ERROR_RATES = ("wer", "cer")
 SPLIT_NAMES = {"eval": "validation", "validation": "validation", "test": "test", "predict": "test"}
 _METRIC_KEY = re.compile(
     r"^(?:(?P<split>eval|validation|test|predict)_)?(?P<metric>wer|cer|bleu|chrf)(?:_(?P<task>.+))?$"
@@ -124,7 +126,7 @@ def eval_results(records: list[MetricRecord], dataset_name: str, dataset_id: str
     """The model-index entries of `records`: one result per split and task (`dataset_config` = the task)."""
     results = []
     for record in records:
-        speech = record.metric in ("wer", "cer")
+        speech = record.metric in ERROR_RATES
         results.append(
             EvalResult(
                 task_type=SPEECH_RECOGNITION if speech else TRANSLATION,

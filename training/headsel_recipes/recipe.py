@@ -15,6 +15,8 @@ import transformers
 from sacrebleu.metrics import BLEU
 from transformers import EarlyStoppingCallback, Speech2TextFeatureExtractor, Speech2TextProcessor, set_seed
 
+from hf_headsel.model_card import ERROR_RATES
+
 from .arguments import DataArguments, HeadSelectionArguments, ModelArguments, RecipeTask, parse_arguments
 from .audio import SpecAugment
 from .collator import Seq2SeqCollator
@@ -38,8 +40,6 @@ from .tokenizer import (
 from .trainer import HeadSelSeq2SeqTrainer, NoiseScheduleCallback, TemperatureScheduleCallback
 
 logger = logging.getLogger("headsel_recipes")
-# Metric names that are error rates (lower is better).
-ERROR_RATES = ("wer", "cer")
 FEATURE_EXTRACTOR_FILES = ("preprocessor_config.json", "processor_config.json")
 
 
@@ -376,7 +376,7 @@ def early_stopping(task: RecipeTask, patience: int, training_args) -> EarlyStopp
     """Early stopping on `--metric_for_best_model`, by default the task's averaged score (lower WER / higher BLEU)."""
     if training_args.metric_for_best_model is None:
         training_args.metric_for_best_model = task.metric
-        training_args.greater_is_better = task.metric == "bleu"
+        training_args.greater_is_better = task.metric not in ERROR_RATES
     # a resumed run continues the patience count (Transformers restores callback states only when asked)
     training_args.restore_callback_states_from_checkpoint = True
     return EarlyStoppingCallback(early_stopping_patience=patience)

@@ -17,6 +17,8 @@ from pathlib import Path
 
 import numpy as np
 
+from hf_headsel.model_card import ERROR_RATES
+
 from ..arguments import RecipeTask
 from ..metrics import is_noise_dependent, is_unlearned
 from .scores import SystemScores, collect_scores
@@ -152,7 +154,7 @@ def columns_table(spec: TableSpec, scores: dict[str, SystemScores], experiment: 
 
 def build_table(spec: TableSpec, scores: dict[str, SystemScores], experiment: Experiment, metric: str) -> Table:
     """The table of one layout (see `LAYOUTS`)."""
-    higher = metric != "wer"
+    higher = metric not in ERROR_RATES
     label = metric.upper()
     if spec.layout == "avg_high_low":
         return columns_table(spec, scores, experiment, [("AVG-A", "avg"), ("High", "high"), ("Low", "low")], higher)
