@@ -160,3 +160,13 @@ def tiny_flags(output_dir: Path, speech: bool, max_steps: int = 3) -> list[str]:
         "--disable_tqdm", "true",
         "--seed", "0",
     ]
+
+
+def one_sgd_step_flags(folder: Path) -> list[str]:
+    """Flags (besides `tiny_flags`) of deterministic SGD training on 8 translation pairs read in order, the 4
+    shortest targets first (sequential, no sampling noise): batches of 4 hold different token counts, where a loss
+    averaged per batch differs from one averaged over the whole step."""
+    rows = sorted(text_rows(8, seed=1), key=lambda row: len(row["target"].split()))
+    train = write_jsonl(folder / "train.jsonl", rows)
+    return ["--train_file", str(train), "--train_sampling_strategy", "sequential", "--head_selection_noise_scale",
+            "0", "--optim", "sgd", "--learning_rate", "1.0", "--do_train"]

@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 import torch
-from recipe_testkit import text_rows, tiny_flags, write_jsonl
+from recipe_testkit import one_sgd_step_flags, tiny_flags
 from safetensors.torch import load_file
 
 from headsel_recipes import run
@@ -31,10 +31,7 @@ def torchrun(tmp_path, flags: list[str]) -> None:
 
 def test_two_processes_train_as_one_process_with_their_batches_together(tmp_path):
     # each process's loss was its own batch's mean: the process with the shorter targets weighted its tokens more
-    rows = sorted(text_rows(8, seed=1), key=lambda row: len(row["target"].split()))  # rank 0: 4 short, rank 1: 4 long
-    train = write_jsonl(tmp_path / "train.jsonl", rows)
-    common = ["--train_file", str(train), "--train_sampling_strategy", "sequential", "--head_selection_noise_scale",
-              "0", "--optim", "sgd", "--learning_rate", "1.0", "--do_train"]
+    common = one_sgd_step_flags(tmp_path)  # rank 0: the 4 short targets, rank 1: the 4 long ones
     single = tiny_flags(tmp_path / "single", speech=False, max_steps=1) + common
     single[single.index("--per_device_train_batch_size") + 1] = "8"
     run(MT, single)

@@ -10,7 +10,7 @@ import shutil
 import pytest
 import torch
 import yaml
-from recipe_testkit import TINY_TEXT, text_rows, tiny_flags, write_jsonl
+from recipe_testkit import TINY_TEXT, one_sgd_step_flags, text_rows, tiny_flags, write_jsonl
 from safetensors.torch import load_file
 from transformers import (
     AutoModelForSeq2SeqLM,
@@ -254,10 +254,7 @@ def test_a_task_whose_every_training_example_is_skipped_is_named(tmp_path, caplo
 
 def test_accumulated_batches_train_as_one_large_batch(tmp_path):
     # each batch's loss was its own mean: a batch of short targets weighted its tokens more than one batch would
-    rows = sorted(text_rows(8, seed=1), key=lambda row: len(row["target"].split()))  # 4 short, then 4 long
-    train = write_jsonl(tmp_path / "train.jsonl", rows)
-    common = ["--train_file", str(train), "--train_sampling_strategy", "sequential", "--head_selection_noise_scale",
-              "0", "--optim", "sgd", "--learning_rate", "1.0", "--do_train"]
+    common = one_sgd_step_flags(tmp_path)  # the 4 short targets, then the 4 long ones
     flags = {name: tiny_flags(tmp_path / name, speech=False, max_steps=1) + common for name in ("one", "accumulated")}
     flags["one"][flags["one"].index("--per_device_train_batch_size") + 1] = "8"
     flags["accumulated"] += ["--gradient_accumulation_steps", "2"]  # 2 x 4 examples
