@@ -274,6 +274,22 @@ def test_keywords_given_to_from_pretrained_are_checked(family, tmp_path, overrid
     assert config.head_selection_temperature == 2.0 and unused == {"unknown_keyword": 1}
 
 
+@pytest.mark.parametrize("overrides", [dict(tasks=["de", "fr"]), dict(heads=4), dict(total_heads=8)])
+def test_a_keyword_named_like_a_config_method_is_refused(family, tmp_path, overrides):
+    # a stock config keeps unknown keywords as attributes: this one would hide the method ("'list' object is not
+    # callable" when the model is built)
+    message = rf"\['{next(iter(overrides))}'\] name methods of head-selection configs, not keywords"
+    with pytest.raises(ValueError, match=message):
+        family.config(**overrides)
+    family.config().save_pretrained(tmp_path)
+    with pytest.raises(ValueError, match=message):  # the stock `from_dict` sets a keyword naming an attribute
+        family.config_class.from_pretrained(tmp_path, **overrides)
+    saved = json.loads((tmp_path / "config.json").read_text())
+    (tmp_path / "config.json").write_text(json.dumps({**saved, **overrides}))
+    with pytest.raises(ValueError, match=message):
+        family.config_class.from_pretrained(tmp_path)
+
+
 def test_config_load_validates(family, tmp_path):
     family.config().save_pretrained(tmp_path)
     path = tmp_path / "config.json"

@@ -119,6 +119,14 @@ class HeadSelectionConfigMixin:
         """Check every head-selection keyword and their combinations (`ValueError` naming the rule broken), and fill
         in the defaults (task lists, components, `H'`). Run at creation, and again by [`from_dict`] after the
         keywords `from_pretrained(..., **kwargs)` sets on the loaded config; idempotent."""
+        # A stock config keeps any unknown keyword as an attribute: one named like a method below (`tasks=[...]`,
+        # `heads=4`) would hide the method and fail later with "'list' object is not callable".
+        shadowed = sorted(name for name in vars(self) if callable(vars(HeadSelectionConfigMixin).get(name)))
+        if shadowed:
+            raise ValueError(
+                f"{shadowed} name methods of head-selection configs, not keywords (the keywords: "
+                f"{[keyword.name for keyword in fields(HeadSelectionConfigMixin)]})"
+            )
         for keyword in fields(HeadSelectionConfigMixin):  # the type and the rules each keyword's metadata states
             _check_rules(keyword, _KEYWORD_TYPES[keyword.name], getattr(self, keyword.name))
         self.encoder_tasks = _task_list(self.encoder_tasks, "encoder_tasks")
