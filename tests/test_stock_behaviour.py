@@ -872,6 +872,42 @@ def test_a_lora_merged_into_a_model_that_evaluated_computes_with_the_merged_weig
     assert not torch.allclose(got, before)  # the merge changed what the model computes
 
 
+def test_peft_modules_to_save_trains_the_head_selection_logits(family, tmp_path):
+    """LoRA with the selectors in `modules_to_save` (named by their path, `head_selection.<component>`: PEFT refuses
+    the `head_selection` container): the copies of `phi` learn and choose the heads, the originals stay; with the
+    adapter disabled the model generates what it did before; the merged model and a reloaded adapter generate what
+    the PEFT model does."""
+    peft = pytest.importorskip("peft")
+    model = build(family, 2)
+    original = copy.deepcopy(model)
+    to_save = [f"head_selection.{component}" for component in model.config.head_selection_components]
+    config = peft.LoraConfig(r=2, target_modules=["q_proj", "v_proj"], modules_to_save=to_save)
+    lora = peft.get_peft_model(model, config)
+    optimizer = torch.optim.AdamW([p for p in lora.parameters() if p.requires_grad], lr=1.0)
+    lora.train()
+    for _ in range(3):
+        lora(**family.inputs(), labels=family.labels(), **MIXED).loss.backward()
+        optimizer.step()
+        optimizer.zero_grad()
+    lora.eval()
+    assert lora.base_model.model.selected_heads().keys() == original.selected_heads().keys()
+    changed = [name for name, heads in lora.base_model.model.selected_heads().items()
+               if not torch.equal(heads, original.selected_heads()[name])]
+    assert changed  # the trained copies choose the heads
+    kwargs = dict(**family.inputs(), **MIXED, max_new_tokens=5, min_new_tokens=5)
+    with torch.no_grad():
+        adapted = lora.generate(**kwargs)
+        with lora.disable_adapter():
+            assert torch.equal(lora.generate(**kwargs), original.generate(**kwargs))
+        lora.save_pretrained(tmp_path)
+        reloaded = peft.PeftModel.from_pretrained(copy.deepcopy(original), tmp_path).eval()
+        assert torch.equal(reloaded.generate(**kwargs), adapted)
+        merged = lora.merge_and_unload()
+        assert type(merged) is family.model_class
+        assert torch.equal(merged.generate(**kwargs), adapted)
+        assert merged.selected_heads().keys() == original.selected_heads().keys()
+
+
 def test_peft_lora_on_the_attention_projections_trains_and_merges(family):
     """LoRA through PEFT on `q_proj` / `v_proj` of a model selecting everywhere: the LoRA weights learn (the frozen
     model's do not), and the merged model (`merge_and_unload`, plain `nn.Linear` again) computes what the PEFT model
