@@ -11,11 +11,14 @@ import torch.nn.functional as F
 
 from conftest import (
     ALL_COMPONENTS,
+    DECODER_IDS,
     DECODER_TASKS,
+    ENCODER_IDS,
     HEADS,
     LAYERS,
     component_task,
     direct_task_kl,
+    forward_logits,
     randomize_selector_logits,
 )
 from hf_headsel import HeadSelSeq2SeqLMOutput
@@ -175,6 +178,35 @@ def test_loading_refuses_a_structure_change_made_in_the_config(family, tmp_path,
     same = family.model_class.from_pretrained(tmp_path, config=type(model.config).from_pretrained(tmp_path))
     assert all(torch.equal(heads, model.selected_heads()[component])
                for component, heads in same.selected_heads().items())
+
+
+@pytest.mark.parametrize("through", ["keyword", "auto-class", "config"])
+@pytest.mark.parametrize("overrides", [dict(task_adapter_dim=0), dict(task_adapter_dim=16),
+                                       dict(task_adapter_key="task")], ids=["dropped", "resized", "rekeyed"])
+def test_loading_refuses_to_change_or_drop_trained_adapters(family, tmp_path, overrides, through):
+    # task_adapter_dim=0 loaded without an error: the stock loading left the trained adapters out with a mere report
+    family.model(task_adapter_dim=8).save_pretrained(tmp_path)
+    name = next(iter(overrides))
+    with pytest.raises(ValueError, match=f"{name}=.* would change the trained model.* saved with {name}="):
+        if through == "keyword":
+            family.model_class.from_pretrained(tmp_path, **overrides)
+        elif through == "auto-class":
+            family.auto_model_class.from_pretrained(tmp_path, **overrides)
+        else:
+            family.model_class.from_pretrained(tmp_path, config=family.config(**{"task_adapter_dim": 8, **overrides}))
+    loaded = family.model_class.from_pretrained(tmp_path, task_adapter_dim=8)  # the saved value: taken
+    assert loaded.config.task_adapter_dim == 8
+
+
+def test_loading_adds_fresh_adapters_to_a_checkpoint_without_them(family, tmp_path):
+    model = family.model()
+    randomize_selector_logits(model)
+    model.save_pretrained(tmp_path)
+    loaded = family.model_class.from_pretrained(tmp_path, task_adapter_dim=8, task_adapter_key="task").eval()
+    assert loaded.config.task_adapter_dim == 8 and loaded.config.task_adapter_key == "task"
+    ids = dict(encoder_task_ids=ENCODER_IDS, decoder_task_ids=DECODER_IDS)
+    torch.testing.assert_close(forward_logits(loaded, family.inputs(), family.decoder_input_ids(), **ids),
+                               forward_logits(model, family.inputs(), family.decoder_input_ids(), **ids))
 
 
 def test_loading_takes_runtime_keywords_and_the_saved_structure_unchanged(family, tmp_path):

@@ -322,11 +322,16 @@ HEAD_SELECTION_CONFIG_KEYS = tuple(keyword.name for keyword in fields(HeadSelect
 
 
 #: The config keywords a trained checkpoint keeps: its task lists and structure ([`head_selection_keywords`] roles),
-#: but for the adapter keywords: a checkpoint without adapters may gain fresh ones on loading (up-projections at zero:
-#: the outputs unchanged), and adapters of another shape fail the stock loading's size check.
+#: but for the adapter keywords ([`ADAPTER_KEYWORDS`]): a checkpoint without adapters may gain fresh ones on loading
+#: (up-projections at zero: the outputs unchanged).
 TRAINED_STRUCTURE_KEYWORDS = tuple(
     keyword.name for keyword in head_selection_keywords("tasks", "structure")
     if not keyword.name.startswith("task_adapter_")
+)
+
+#: The adapter keywords: a checkpoint with trained adapters keeps them (see [`refuse_saved_structure_change`]).
+ADAPTER_KEYWORDS = tuple(
+    keyword.name for keyword in head_selection_keywords("structure") if keyword.name.startswith("task_adapter_")
 )
 
 
@@ -354,10 +359,13 @@ def refuse_structure_change(config: HeadSelectionConfigMixin, requested: dict,
             )
 
 
-def refuse_saved_structure_change(config_class, checkpoint, given: HeadSelectionConfigMixin, kwargs: dict) -> None:
-    """[`refuse_structure_change`] for a config given to `from_pretrained` with `config=`, against the checkpoint's
-    saved one (when that is a head-selection config of `config_class`): `AutoModel...from_pretrained(path,
-    decoder_tasks=...)` sets the keywords on the config it builds and passes that on. Skipped when the saved config
+def refuse_saved_structure_change(config_class, checkpoint, requested: dict, kwargs: dict,
+                                   given_as: str = "from_pretrained(..., {name}={value!r})") -> None:
+    """[`refuse_structure_change`] against the checkpoint's saved config (when that is a head-selection config of
+    `config_class`), before loading: for a config given to `from_pretrained` with `config=`
+    (`AutoModel...from_pretrained(path, decoder_tasks=...)` sets the keywords on the config it builds and passes that
+    on), and for adapter keywords, which may add fresh adapters to a checkpoint without them but not change or drop
+    trained ones (the stock loading would leave those weights out with a mere report). Skipped when the saved config
     cannot be read here (the loading then says why)."""
     try:
         saved, _ = config_class.get_config_dict(
@@ -366,12 +374,14 @@ def refuse_saved_structure_change(config_class, checkpoint, given: HeadSelection
         return
     if saved.get("model_type") != config_class.model_type:  # a stock checkpoint: upcycled, nothing trained
         return
-    refuse_structure_change(config_class.from_dict(saved),
-                            {name: getattr(given, name) for name in TRAINED_STRUCTURE_KEYWORDS},
-                            given_as="from_pretrained(..., config=<a config with {name}={value!r}>)")
+    saved = config_class.from_dict(saved)
+    if not saved.task_adapter_dim:  # fresh adapters may be added
+        requested = {name: value for name, value in requested.items() if name not in ADAPTER_KEYWORDS}
+    refuse_structure_change(saved, requested, given_as=given_as)
 
 
 __all__ = [
+    "ADAPTER_KEYWORDS",
     "COMPONENTS",
     "HEAD_SELECTION_CONFIG_KEYS",
     "KEYWORD_ROLES",

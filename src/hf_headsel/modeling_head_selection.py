@@ -32,6 +32,7 @@ from transformers.utils import logging
 
 from .adapters import TaskAdapters
 from .configuration_head_selection import (
+    ADAPTER_KEYWORDS,
     SIDES,
     TRAINED_STRUCTURE_KEYWORDS,
     HeadSelectionConfigMixin,
@@ -208,15 +209,22 @@ class HeadSelectionBaseModelMixin:
         """`PreTrainedModel.from_pretrained`, plus default tasks: see [`~HeadSelectionModelMixin.set_default_task`].
 
         Config keywords passed here may change what runs (temperature, noise, KL weight, default tasks) and add
-        fresh task adapters to a checkpoint without them, not the tasks or the structure the weights were trained
-        for (task lists, task type, strategy, components, `H'`, cross-attention key): a value other than the saved
+        fresh task adapters to a checkpoint without them, not change or drop trained adapters, nor the tasks or the
+        structure the weights were trained for (task lists, task type, strategy, components, `H'`, cross-attention
+        key): a value other than the saved
         one is a `ValueError` (the same value is accepted), passed here or in a `config=` (which is how
         `AutoModelForSeq2SeqLM.from_pretrained(path, **keywords)` passes them).
         """
         fixed = {name: kwargs.pop(name) for name in TRAINED_STRUCTURE_KEYWORDS if name in kwargs}
         checkpoint = args[0] if args else kwargs.get("pretrained_model_name_or_path")
-        if isinstance(kwargs.get("config"), HeadSelectionConfigMixin) and checkpoint is not None:
-            refuse_saved_structure_change(cls.config_class, checkpoint, kwargs["config"], kwargs)
+        given = kwargs.get("config")
+        if isinstance(given, HeadSelectionConfigMixin) and checkpoint is not None:
+            kept = TRAINED_STRUCTURE_KEYWORDS + ADAPTER_KEYWORDS
+            refuse_saved_structure_change(cls.config_class, checkpoint, {name: getattr(given, name) for name in kept},
+                                          kwargs, given_as="from_pretrained(..., config=<a config with {name}={value!r}>)")
+        adapters = {name: kwargs[name] for name in ADAPTER_KEYWORDS if name in kwargs}
+        if adapters and checkpoint is not None:
+            refuse_saved_structure_change(cls.config_class, checkpoint, adapters, kwargs)
         loaded = super().from_pretrained(*args, **kwargs)
         model = loaded[0] if isinstance(loaded, tuple) else loaded  # (model, loading info) on request
         refuse_structure_change(model.config, fixed)
