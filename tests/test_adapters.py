@@ -69,6 +69,22 @@ def test_direction_adapters_differ_per_direction(family):
     assert not torch.allclose(a, b)
 
 
+@pytest.mark.parametrize("key", ["direction", "task"])
+def test_encoder_adapters_by_direction_read_the_decoder_task(family, key):
+    # by direction the encoder's adapter is the pair's: the encoder output changes with the decoder task alone; by
+    # task it is the encoder task's, and does not
+    model = family.model(**NO_SELECTION, task_adapter_dim=8, task_adapter_key=key)
+    perturb_adapters(model)
+    encoder_ids = torch.zeros(len(ENCODER_IDS), dtype=torch.long)
+
+    def encoder_output(decoder_task: int) -> torch.Tensor:
+        with torch.no_grad():
+            return model(**family.inputs(), decoder_input_ids=family.decoder_input_ids(), encoder_task_ids=encoder_ids,
+                         decoder_task_ids=torch.full_like(encoder_ids, decoder_task)).encoder_last_hidden_state
+
+    assert torch.equal(encoder_output(0), encoder_output(2)) == (key == "task")
+
+
 @pytest.mark.parametrize("num_beams", [1, 3])
 def test_generate_with_direction_adapters_routes_the_encoder_by_both_tasks(family, num_beams):
     model = family.model(task_adapter_dim=8, task_adapter_key="direction")

@@ -21,18 +21,22 @@ import torch
 from transformers import (
     AutoModelForSeq2SeqLM,
     MarianConfig,
+    MarianModel,
     MarianMTModel,
     MarianTokenizer,
     Speech2TextConfig,
     Speech2TextForConditionalGeneration,
+    Speech2TextModel,
 )
 from transformers.utils import logging as hf_logging
 
 from hf_headsel import (
     HeadSelMarianConfig,
+    HeadSelMarianModel,
     HeadSelMarianMTModel,
     HeadSelSpeech2TextConfig,
     HeadSelSpeech2TextForConditionalGeneration,
+    HeadSelSpeech2TextModel,
 )
 from hf_headsel.attention import PROJECTIONS
 from hf_headsel.conversion import (
@@ -243,8 +247,21 @@ def test_exported_model_loads_with_stock_transformers(family, tmp_path):
 
 
 def test_export_rejects_stock_models(family):
-    with pytest.raises(ValueError, match="needs a head-selection model"):
+    with pytest.raises(ValueError, match="needs a head-selection generation model, got (Marian|Speech2Text)"):
         export_task_model(stock_model(family), "en")
+
+
+def test_export_and_upcycling_refuse_base_models_naming_the_generation_model(family):
+    # the weight names are the generation model's: from_stock failed with a size-mismatch traceback
+    base_class = {"marian": HeadSelMarianModel, "speech_to_text": HeadSelSpeech2TextModel}[family["name"]]
+    stock_base = {"marian": MarianModel, "speech_to_text": Speech2TextModel}[family["name"]]
+    hint = "a base model without the LM head: use the family's generation model"
+    with pytest.raises(ValueError, match=f"from_stock needs a head-selection generation model class, got "
+                                         f"{base_class.__name__} \\({hint}"):
+        from_stock(base_class, stock_base(family["stock_config"](**family["kwargs"])), **TASKS)
+    base = base_class(family["config"](**family["kwargs"], **TASKS))
+    with pytest.raises(ValueError, match=f"needs a head-selection generation model, got {base_class.__name__} \\({hint}"):
+        export_task_model(base, encoder_task="en", decoder_task="de")
 
 
 # --------------------------------------------------------------------------------------------------------------------
@@ -304,6 +321,17 @@ def test_from_stock_round_trips_through_export(family):
     expected = stock.state_dict()
     for key, value in exported.state_dict().items():
         torch.testing.assert_close(value, expected[key], msg=key)
+
+
+def test_from_stock_and_export_carry_the_generation_config(family):
+    stock = stock_model(family)
+    stock.generation_config.update(num_beams=3, max_length=17, bad_words_ids=[[5]])
+    model = from_stock(family["model"], stock, **TASKS)
+    assert model.generation_config.to_dict() == stock.generation_config.to_dict()
+    model.generation_config.update(num_beams=2, no_repeat_ngram_size=2)
+    exported = export_task_model(model, encoder_task="de", decoder_task="it")
+    assert exported.generation_config.to_dict() == model.generation_config.to_dict()
+    assert exported.generation_config is not model.generation_config  # a copy: editing one leaves the other
 
 
 def test_from_stock_loads_a_stock_checkpoint(family, tmp_path):
@@ -418,6 +446,20 @@ def test_export_cli_writes_one_stock_folder_per_task(tmp_path):
     with pytest.raises(SystemExit):  # argparse's error: the cards' ids need a namespace
         script.main([str(source), str(tmp_path / "x"), "--push_to_hub", "--hub_prefix", "mt-headsel"])
     assert not (tmp_path / "x").exists()
+
+
+@pytest.mark.parametrize("task_type", ["lang", "domain"])
+def test_export_cli_default_targets_of_the_same_tasks_on_both_sides(family, task_type):
+    # the same tasks on both sides: one folder per task for domains or speech recognition; a text model in the lang
+    # setting translates between its languages (its de-de "task" was never trained), one folder per direction
+    tasks = ["en", "de", "fr"]
+    config = family["config"](**{**family["kwargs"], "encoder_tasks": tasks, "decoder_tasks": tasks,
+                                 "task_type": task_type})
+    targets = load_script("export_task_models").export_targets(config)
+    if task_type == "lang" and family["name"] == "marian":
+        assert [label for label, _ in targets] == [f"{e}-{d}" for e in tasks for d in tasks]
+    else:
+        assert targets == [(task, {"encoder": task, "decoder": task}) for task in tasks]
 
 
 def test_model_methods_wrap_export_and_upcycling(family):

@@ -48,6 +48,12 @@ def is_head_selection_model_class(cls: type) -> bool:
     return isinstance(config_class, type) and issubclass(config_class, HeadSelectionConfigMixin)
 
 
+# Why a head-selection base model (`HeadSelMarianModel`, no LM head) is refused: the weight names are those of the
+# generation model, whose base model it is.
+_BASE_MODEL_HINT = (" (a base model without the LM head: use the family's generation model, e.g. HeadSelMarianMTModel or "
+                    "HeadSelSpeech2TextForConditionalGeneration, whose `.model` is the base model)")
+
+
 def is_head_selection_generation_model(model) -> bool:
     """Whether `model` is a head-selection generation model (the class that exports and upcycles)."""
     return is_head_selection_model_class(type(model)) and type(model).can_generate()
@@ -161,7 +167,8 @@ def export_task_model(
         The stock model in evaluation mode, on `model`'s device and dtype, with a copy of its generation config.
     """
     if not is_head_selection_generation_model(model):
-        raise ValueError(f"export_task_model needs a head-selection model, got {type(model).__name__}")
+        raise ValueError(f"export_task_model needs a head-selection generation model, got {type(model).__name__}"
+                         f"{_BASE_MODEL_HINT if is_head_selection_model_class(type(model)) else ''}")
     config = model.config
     if getattr(config, "task_adapter_dim", 0):
         raise ValueError(
@@ -270,6 +277,9 @@ def from_stock(cls, stock_model_or_path, **head_selection_keywords):
         The head-selection model in evaluation mode (as `from_pretrained` returns it), on the stock model's device
         and dtype.
     """
+    if not (is_head_selection_model_class(cls) and cls.can_generate()):
+        raise ValueError(f"from_stock needs a head-selection generation model class, got {cls.__name__}"
+                         f"{_BASE_MODEL_HINT if is_head_selection_model_class(cls) else ''}")
     _check_head_selection_keywords(head_selection_keywords)
     stock = _load_stock(cls, stock_model_or_path)
     config = cls.config_class(**_stock_config_kwargs(stock.config), **head_selection_keywords)

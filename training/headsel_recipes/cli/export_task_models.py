@@ -6,8 +6,9 @@ Each folder holds a stock `MarianMTModel` / `Speech2TextForConditionalGeneration
 with that task's scores when the source folder has them (`all_results.json`, `eval_results.json`, ...).
 
 Which folders, by default: one per task of the side that keys the selection, when only one side does (or only one
-side has several tasks); else, when both sides list the same tasks (domains, or speech recognition), one per task used
-on both sides; else one per direction (`src-tgt`, every encoder task with every decoder task). `--tasks` and
+side has several tasks); else, when both sides list the same domains, or the same languages of a speech model (speech
+recognition), one per task used on both sides; else one per direction (`src-tgt`, every encoder task with every
+decoder task: a text model with the same languages on both sides translates between them). `--tasks` and
 `--directions` choose instead.
 
     headsel-export-tasks outputs/mt outputs/mt-exported
@@ -51,7 +52,8 @@ def export_targets(
     if len(sides) < 2:
         side = sides[0] if sides else "decoder"
         return [(task, resolve_export_tasks(config, **{f"{side}_task": task})) for task in config.tasks(side)]
-    if config.encoder_tasks == config.decoder_tasks:
+    recognises_or_domains = config.task_type == "domain" or config.model_type == "headsel_speech_to_text"
+    if config.encoder_tasks == config.decoder_tasks and recognises_or_domains:
         return [(task, resolve_export_tasks(config, task)) for task in config.encoder_tasks]
     return export_targets(config, directions=["all"])
 
