@@ -10,6 +10,7 @@ import gzip
 import json
 import os
 import zipfile
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -19,10 +20,11 @@ import soundfile
 from headsel_recipes.arguments import DataArguments, RecipeTask
 from headsel_recipes.data import load_splits
 from offline_corpus import CleaningRules, CorpusConfig, PackageSource, SkipCounter, SplitRules, build_corpus
-from offline_corpus.pairs import Pair, clean_pairs, read_snapshot, read_wheel_entries, write_snapshot
+from offline_corpus.pairs import (DEFAULT_SNAPSHOT, Pair, clean_pairs, pair_id, read_snapshot, read_wheel_entries,
+                                  write_snapshot)
 from offline_corpus.po import CatalogEntry, clean_entry, read_catalog, singular_form_index, strip_markup
-from offline_corpus.sources import download_wheels, iter_catalogs
-from offline_corpus.speech import add_noise, missing_tools
+from offline_corpus.sources import DEFAULT_SOURCES, LANGUAGES, download_wheels, iter_catalogs
+from offline_corpus.speech import CONDITIONS, SPEAKERS, Utterance, add_noise, missing_tools, synthesize
 from offline_corpus.splits import assign_splits, components, crossing_sentences
 
 ASR = RecipeTask("asr", speech=True, target_field="text", metric="wer", same_language=True)
@@ -280,6 +282,11 @@ def test_snapshot_round_trip_is_byte_stable(tmp_path):
         read_snapshot(tmp_path / "a.jsonl.gz", newer, ("de",), SkipCounter())
     with gzip.open(tmp_path / "a.jsonl.gz", "rt") as handle:
         assert json.loads(handle.readline())["format"].startswith("hf-headsel-offline-corpus")
+    with gzip.open(tmp_path / "a.jsonl.gz", "rt") as handle:  # the header, then a line that is not an entry
+        damaged = handle.readline() + '{"domain": "web"}\n'
+    (tmp_path / "damaged.jsonl.gz").write_bytes(gzip.compress(damaged.encode("utf-8")))
+    with pytest.raises(ValueError, match="damaged.jsonl.gz has a damaged entry"):
+        read_snapshot(tmp_path / "damaged.jsonl.gz", sources, ("de",), SkipCounter())
 
 
 def tiny_config(tmp_path: Path, **overrides) -> CorpusConfig:
@@ -341,10 +348,41 @@ def test_build_is_deterministic_and_cleans_stale_files(tmp_path):
     ({"languages": ("de", "xx")}, "unknown languages"), ({"domains": ("web", "nope")}, "unknown domains"),
     ({"workers": 3}, "workers must be 1 or 2"), ({"source": "ftp"}, "source must be one of"),
     ({"max_speech_per_task": -1}, "max_speech_per_task"),
+    # --write_snapshot's scope is checked before any download, not after it
+    ({"write_snapshot": True, "languages": ("de",)}, "every language and domain"),
+    ({"write_snapshot": True, "languages": LANGUAGES, "domains": ("web",)}, "every language and domain"),
+    ({"write_snapshot": True, "languages": LANGUAGES, "snapshot": DEFAULT_SNAPSHOT}, "pinned default packages"),
 ])
 def test_config_errors_name_the_rule(tmp_path, overrides, message):
     with pytest.raises(ValueError, match=message):
         tiny_config(tmp_path, **overrides)
+
+
+def pinned_lookalike_wheels(folder: Path) -> None:
+    """Tiny wheels named like the pinned default packages, so that a `--source pypi` build of them needs no network."""
+    for source in DEFAULT_SOURCES:
+        wheel = source.wheel_glob().replace("*", "py3-none-any")
+        make_wheel(folder, wheel.split("-")[0], source.version, {"de": po_text(GERMAN_PAIRS)})
+
+
+@pytest.mark.parametrize("pinned", [True, False], ids=["pinned packages", "other packages"])
+def test_write_snapshot_puts_the_notices_beside_a_custom_snapshot(tmp_path, monkeypatch, pinned):
+    shipped = tmp_path / "shipped_LICENSES.md"  # stands in for the shipped file, which no test may overwrite
+    monkeypatch.setattr("offline_corpus.build.LICENSES_FILE", shipped)
+    snapshot = tmp_path / "snap" / "entries.jsonl.gz"
+    settings = dict(languages=LANGUAGES, snapshot=snapshot)
+    if pinned:
+        pinned_lookalike_wheels(tmp_path / "wheels")
+        settings["packages"] = DEFAULT_SOURCES
+    build_corpus(tiny_config(tmp_path, write_snapshot=True, **settings))
+    notices = (tmp_path / "snap" / "entries.jsonl.gz.LICENSES.md").read_text(encoding="utf-8")
+    assert not shipped.exists()
+    assert ("| django | Django==5.2.7 |" if pinned else "| web | tinyweb==1.0 | MIT |") in notices
+    assert f"--write_snapshot --snapshot {snapshot}" in notices and "data/catalog_entries" not in notices
+    # the written snapshot builds the same corpus
+    build_corpus(tiny_config(tmp_path, output_dir=tmp_path / "again", source="snapshot", **settings))
+    mt = {path.name: path.read_bytes() for path in (tmp_path / "corpus" / "mt").glob("*.jsonl")}
+    assert mt and mt == {path.name: path.read_bytes() for path in (tmp_path / "again" / "mt").glob("*.jsonl")}
 
 
 # --------------------------------------------------------------------------------------------------------------------
@@ -400,6 +438,56 @@ def test_build_speech_manifests_read_with_load_splits(tmp_path):
     assert before == {p.name: p.read_bytes() for p in speech.glob("*/*.tsv")}
 
 
+def speech_files(corpus: Path) -> dict[str, bytes]:
+    """Every wav and manifest of a corpus, by path relative to it."""
+    return {path.relative_to(corpus).as_posix(): path.read_bytes() for path in sorted((corpus / "speech").rglob("*"))
+            if path.suffix in (".wav", ".tsv")}
+
+
+@needs_speech_tools
+def test_speech_rebuild_after_a_text_change_matches_a_fresh_build(tmp_path):
+    """Two fresh builds write the same bytes; a rebuild after a target changed synthesises that segment again (its
+    id, a hash of the English, did not change) and so equals a fresh build of the new text."""
+    settings = dict(speech=True, languages=("de",), max_speech_per_task=0)
+    first, second, fresh = (tiny_config(tmp_path, output_dir=tmp_path / name, **settings)
+                            for name in ("first", "second", "fresh"))  # made before the wheel changes below
+    build_corpus(first)
+    build_corpus(second)
+    audio = speech_files(first.output_dir)
+    assert audio == speech_files(second.output_dir) and len(audio) > 14
+    changed = [(source, "Seite sichern" if source == "Save the page" else target) for source, target in GERMAN_PAIRS]
+    make_wheel(tmp_path / "wheels", "tinyweb", "1.0", {"de": po_text(changed)})
+    build_corpus(first)  # reuses the other segments' audio
+    build_corpus(fresh)
+    rebuilt = speech_files(first.output_dir)
+    assert rebuilt == speech_files(fresh.output_dir)
+    assert [name for name in audio if audio[name] != rebuilt[name] and name.endswith(".wav")] == [
+        f"speech/audio/web/de/{pair_id('web', 'de', 'Save the page')}.wav"]
+
+
+@needs_speech_tools
+def test_synthesis_reuses_only_a_whole_wav_made_from_the_same_input(tmp_path):
+    utterance = Utterance("web-de-1", "de", "Seite speichern", SPEAKERS[0], CONDITIONS[1],
+                          tmp_path / "web" / "de" / "web-de-1.wav")
+    made = synthesize(utterance)
+    audio = utterance.path.read_bytes()
+    assert made.error is None and not made.reused and made.n_samples == soundfile.info(str(utterance.path)).frames
+    again = synthesize(utterance)
+    assert again.reused and again.n_samples == made.n_samples
+    for damaged in (audio[: len(audio) // 2], b"RIFF" + b"x" * 100):  # cut short; not a wav at all
+        utterance.path.write_bytes(damaged)
+        redone = synthesize(utterance)
+        assert (redone.error, redone.reused, redone.n_samples) == (None, False, made.n_samples)
+        assert utterance.path.read_bytes() == audio
+    for change in ({"text": "Seite sichern"}, {"speaker": SPEAKERS[1]}, {"condition": CONDITIONS[0]}):
+        assert not synthesize(replace(utterance, **change)).reused and utterance.path.read_bytes() != audio
+        assert not synthesize(utterance).reused and utterance.path.read_bytes() == audio
+    (tmp_path / "a_file").write_text("")  # a wav that cannot be written is a counted failure, not a crash
+    failed = synthesize(replace(utterance, path=tmp_path / "a_file" / "x.wav"))
+    assert failed.error and failed.n_samples == 0
+    assert not list(tmp_path.rglob("*.part"))
+
+
 # --------------------------------------------------------------------------------------------------------------------
 # Command line
 # --------------------------------------------------------------------------------------------------------------------
@@ -423,6 +511,22 @@ def test_cli_rejects_bad_flags_before_building(tmp_path, capsys):
     with pytest.raises(SystemExit) as exit_info:
         main(["--output_dir", str(tmp_path / "out"), "--languages", "de,xx"])
     assert exit_info.value.code == 2 and "unknown languages ['xx']" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
+
+
+def test_bad_snapshot_is_a_clear_error_before_building(tmp_path, capsys):
+    from offline_corpus.cli import main
+
+    (tmp_path / "text.gz").write_text("not gzip")
+    (tmp_path / "text.jsonl.gz").write_bytes(gzip.compress(b"not json\n"))
+    (tmp_path / "other.jsonl.gz").write_bytes(gzip.compress(b'{"format": "something-else/1"}\n'))
+    for name, message in (("missing.jsonl.gz", "does not exist"), ("text.gz", "is not a corpus snapshot"),
+                          ("text.jsonl.gz", "is not a corpus snapshot"), ("other.jsonl.gz", "'something-else/1'")):
+        with pytest.raises(SystemExit) as exit_info:
+            main(["--output_dir", str(tmp_path / "out"), "--source", "snapshot", "--snapshot", str(tmp_path / name)])
+        error = capsys.readouterr().err
+        assert exit_info.value.code == 2 and str(tmp_path / name) in error and message in error
+        assert "expected a gzipped JSONL file" in error
     assert not (tmp_path / "out").exists()
 
 

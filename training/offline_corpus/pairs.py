@@ -94,28 +94,61 @@ def write_snapshot(
     path.write_bytes(buffer.getvalue())
 
 
+SNAPSHOT_EXPECTED = (f"a gzipped JSONL file whose first line is a {SNAPSHOT_FORMAT!r} header, as written by "
+                     "--source pypi --write_snapshot")
+
+
+def read_snapshot_header(path: Path) -> dict:
+    """The header line of the snapshot at `path`. Raises `ValueError` naming the file when it is missing or is not
+    a snapshot (so that a bad `--snapshot` is reported before any work, not as a traceback)."""
+    if not path.is_file():
+        raise ValueError(f"the snapshot {path} does not exist: expected {SNAPSHOT_EXPECTED}")
+    try:
+        with gzip.open(path, "rt", encoding="utf-8") as handle:
+            header = json.loads(handle.readline())
+    except (OSError, EOFError, ValueError) as error:  # not gzip, not UTF-8, not JSON
+        raise ValueError(f"{path} is not a corpus snapshot ({error}): expected {SNAPSHOT_EXPECTED}") from None
+    if not isinstance(header, dict) or header.get("format") != SNAPSHOT_FORMAT:
+        found = header.get("format") if isinstance(header, dict) else type(header).__name__
+        raise ValueError(f"{path} is not a corpus snapshot (format {found!r}): expected {SNAPSHOT_EXPECTED}")
+    if not isinstance(header.get("sources"), list) or not isinstance(header.get("catalog_skips"), list):
+        raise ValueError(f"the snapshot {path} has a header without its sources and catalog_skips lists: expected "
+                         f"{SNAPSHOT_EXPECTED}")
+    return header
+
+
+def check_snapshot_sources(path: Path, header: dict, sources: tuple[PackageSource, ...]) -> None:
+    """Raise `ValueError` when the snapshot (its `header`) was made from other package versions than `sources`."""
+    pinned = {(source.domain, source.package, source.version) for source in sources}
+    recorded = {(source["domain"], source["package"], source["version"]) for source in header["sources"]}
+    if not pinned <= recorded:
+        raise ValueError(
+            f"the snapshot {path} was built from {sorted(recorded)}, not the requested sources {sorted(pinned)}: "
+            "rebuild it with --source pypi --write_snapshot"
+        )
+
+
 def read_snapshot(
     path: Path, sources: tuple[PackageSource, ...], languages: tuple[str, ...], skipped: SkipCounter
 ) -> list[CatalogEntry]:
     """The entries of a snapshot for `languages` and the domains of `sources`, with their catalog skip counts added
-    to `skipped`. Raises `ValueError` when the snapshot was made from other package versions than `sources`."""
+    to `skipped`. Raises `ValueError` when the file is not a snapshot, or was made from other package versions
+    than `sources`."""
+    header = read_snapshot_header(path)
+    check_snapshot_sources(path, header, sources)
+    domains = {source.domain for source in sources}
+    for domain, lang, reason, count in header["catalog_skips"]:
+        if domain in domains and lang in languages:
+            skipped.add(domain, lang, reason, count)
     with gzip.open(path, "rt", encoding="utf-8") as handle:
-        header = json.loads(handle.readline())
-        if header.get("format") != SNAPSHOT_FORMAT:
-            raise ValueError(f"{path} is not a corpus snapshot (format {header.get('format')!r})")
-        pinned = {(source.domain, source.package, source.version) for source in sources}
-        recorded = {(source["domain"], source["package"], source["version"]) for source in header["sources"]}
-        if not pinned <= recorded:
-            raise ValueError(
-                f"the snapshot {path} was built from {sorted(recorded)}, not the requested sources {sorted(pinned)}: "
-                "rebuild it with --source pypi --write_snapshot"
-            )
-        domains = {source.domain for source in sources}
-        for domain, lang, reason, count in header["catalog_skips"]:
-            if domain in domains and lang in languages:
-                skipped.add(domain, lang, reason, count)
-        entries = [CatalogEntry(**json.loads(line)) for line in handle]
+        handle.readline()  # the header, read above
+        try:
+            entries = [CatalogEntry(**json.loads(line)) for line in handle]
+        except (OSError, EOFError, ValueError, TypeError) as error:  # cut short, or a line that is not an entry
+            raise ValueError(f"the snapshot {path} has a damaged entry ({error}): rebuild it with --source pypi "
+                             "--write_snapshot") from None
     return [entry for entry in entries if entry.domain in domains and entry.lang in languages]
 
 
-__all__ = ["Pair", "pair_id", "read_wheel_entries", "clean_pairs", "write_snapshot", "read_snapshot", "LANGUAGES"]
+__all__ = ["Pair", "pair_id", "read_wheel_entries", "clean_pairs", "write_snapshot", "read_snapshot_header",
+           "check_snapshot_sources", "read_snapshot", "LANGUAGES"]

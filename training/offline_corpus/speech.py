@@ -6,14 +6,25 @@ One utterance is made in three steps: `espeak-ng` reads the text with a speaker'
 `sox` resamples to 16 kHz mono and applies the domain's effects (band limits, tempo, reverberation), in repeatable
 mode (`-R`); then white noise at the domain's signal-to-noise ratio is added with a generator seeded by the
 segment id, so the same build writes the same samples.
+
+Each wav has a sidecar `{id}.wav.json` recording what made it (a hash of the text, voice, speaker, condition, noise
+seed, synthesis settings and tool versions: [`synthesis_key`]) and its frame count and size. A rebuild reuses a wav
+only when that record matches and the file reads whole; any other wav (changed text or voice, truncated, damaged,
+or written before these records existed) is synthesised again. The segment id alone cannot vouch for the audio: it
+is a hash of the English source, and the audio speaks the target.
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
+import json
+import os
+import re
 import shutil
 import subprocess
 import tempfile
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,6 +34,8 @@ import soundfile
 from tqdm.auto import tqdm
 
 SAMPLING_RATE = 16000
+SYNTHESIS_VERSION = 1
+"""Part of every [`synthesis_key`]: bump it when the synthesis steps change, so that rebuilds re-synthesise."""
 MAX_WORKERS = 2
 """At most this many synthesis jobs (each an espeak-ng then a sox process) run at once."""
 
@@ -129,13 +142,85 @@ def add_noise(audio: np.ndarray, snr_db: float, seed: int) -> np.ndarray:
     return np.clip(audio + noise, -1.0, 1.0).astype(np.float32)
 
 
+@functools.cache
+def tool_versions() -> dict[str, str]:
+    """The versions of `espeak-ng` and `sox` (`"missing"` / `"unknown"` when not found), part of the synthesis key
+    because another version may make other samples."""
+    versions = {}
+    for tool in ("espeak-ng", "sox"):
+        if shutil.which(tool) is None:
+            versions[tool] = "missing"
+            continue
+        output = subprocess.run([tool, "--version"], capture_output=True, text=True).stdout
+        match = re.search(r"\d+(?:\.\d+)+", output)  # not the whole line: espeak-ng adds its data path
+        versions[tool] = match.group() if match else "unknown"
+    return versions
+
+
+def synthesis_key(utterance: Utterance) -> str:
+    """A hash of everything that decides an utterance's samples (not its path, nor the names of its speaker and
+    condition): a wav is reused only when its recorded key is this one."""
+    recipe = {
+        "version": SYNTHESIS_VERSION, "sampling_rate": SAMPLING_RATE, "tools": tool_versions(),
+        "id": utterance.id,  # seeds the noise
+        "voice": ESPEAK_VOICES[utterance.lang], "text": utterance.text,
+        "speaker": [utterance.speaker.variant, utterance.speaker.pitch, utterance.speaker.speed],
+        "condition": [list(utterance.condition.sox_effects), utterance.condition.snr_db],
+    }
+    return hashlib.sha256(json.dumps(recipe, sort_keys=True, ensure_ascii=False).encode("utf-8")).hexdigest()
+
+
+def record_path(path: Path) -> Path:
+    """The sidecar of a wav, recording what made it (`{id}.wav.json`)."""
+    return path.with_name(path.name + ".json")
+
+
+def reusable_frames(path: Path, key: str) -> int | None:
+    """The frame count of the wav at `path` when its record names `key` and the file reads whole (same frame count
+    and size as recorded, 16 kHz mono), else `None`: a missing, stale, truncated or damaged file is made again."""
+    try:
+        record = json.loads(record_path(path).read_text(encoding="utf-8"))
+        info = soundfile.info(str(path))
+        size = path.stat().st_size
+    except (OSError, ValueError, RuntimeError):  # RuntimeError: soundfile's LibsndfileError on a damaged file
+        return None
+    if not isinstance(record, dict) or record.get("key") != key:
+        return None
+    if (info.samplerate, info.channels) != (SAMPLING_RATE, 1) or not 0 < info.frames == record.get("frames"):
+        return None
+    return info.frames if size == record.get("bytes") else None
+
+
+def _replace(path: Path, write: Callable[[Path], object]) -> None:
+    """Call `write(temporary path)`, then rename the temporary file to `path`: a reader (or a later build) never
+    sees a half-written file."""
+    part = path.with_name(path.name + ".part")
+    try:
+        write(part)
+        os.replace(part, path)
+    finally:
+        part.unlink(missing_ok=True)
+
+
+def write_audio(path: Path, audio: np.ndarray, key: str) -> None:
+    """Write `audio` as a 16-bit wav at `path` and its record (key, frames, bytes) beside it."""
+    # the old record must not vouch for the new file if the build stops between the two renames
+    record_path(path).unlink(missing_ok=True)
+    _replace(path, lambda part: soundfile.write(str(part), audio, SAMPLING_RATE, subtype="PCM_16", format="WAV"))
+    record = {"key": key, "frames": len(audio), "bytes": path.stat().st_size}
+    _replace(record_path(path), lambda part: part.write_text(json.dumps(record) + "\n", encoding="utf-8"))
+
+
 def synthesize(utterance: Utterance, reuse: bool = True) -> SynthesisResult:
-    """Synthesise one utterance (see the module docstring); failures are returned, not raised, to be counted."""
-    if reuse and utterance.path.is_file() and utterance.path.stat().st_size > 44:
-        return SynthesisResult(utterance, soundfile.info(str(utterance.path)).frames, reused=True)
-    utterance.path.parent.mkdir(parents=True, exist_ok=True)
+    """Synthesise one utterance (see the module docstring), or reuse its wav when its record matches; failures
+    (including a file that cannot be written) are returned, not raised, to be counted."""
+    key = synthesis_key(utterance)
+    frames = reusable_frames(utterance.path, key) if reuse else None
+    if frames is not None:
+        return SynthesisResult(utterance, frames, reused=True)
     voice = f"{ESPEAK_VOICES[utterance.lang]}+{utterance.speaker.variant}"
     try:
+        utterance.path.parent.mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryDirectory(prefix="espeak-") as work:
             raw, processed = Path(work) / "raw.wav", Path(work) / "processed.wav"
             _run(["espeak-ng", "-v", voice, "-p", str(utterance.speaker.pitch), "-s", str(utterance.speaker.speed),
@@ -148,8 +233,8 @@ def synthesize(utterance: Utterance, reuse: bool = True) -> SynthesisResult:
             if utterance.condition.snr_db is not None:
                 seed = int(hashlib.sha1(utterance.id.encode("utf-8")).hexdigest()[:8], 16)
                 audio = add_noise(audio, utterance.condition.snr_db, seed)
-            soundfile.write(str(utterance.path), audio, SAMPLING_RATE, subtype="PCM_16")
-    except (RuntimeError, OSError, soundfile.LibsndfileError) as error:
+            write_audio(utterance.path, audio, key)
+    except (RuntimeError, OSError) as error:  # RuntimeError includes soundfile's LibsndfileError
         return SynthesisResult(utterance, error=str(error))
     return SynthesisResult(utterance, len(audio))
 
@@ -162,6 +247,7 @@ def synthesize_all(utterances: list[Utterance], workers: int = MAX_WORKERS, reus
     missing = missing_tools()
     if missing:
         raise RuntimeError(f"speech synthesis needs {' and '.join(missing)}: apt-get install -y espeak-ng sox")
+    tool_versions()  # once, before the threads each ask for it
     # threads are enough: each job's work is done by its espeak-ng and sox child processes
     with ThreadPoolExecutor(max_workers=workers) as pool:
         jobs = pool.map(lambda utterance: synthesize(utterance, reuse), utterances)
