@@ -9,8 +9,9 @@ by seed, one panel per experiment (a task at a budget).
 
 Every seed is a dot, the mean over seeds a bar with the sample standard deviation; below zero the system is ahead
 of the reference. Systems are run folders (`runs/<system>/seed*/`); a system without finished runs in a panel is
-left out of that panel. The differences are printed as a Markdown table too (what `quality_tables.py
---paired_with` gives for the loss).
+left out of that panel. A run is finished as `quality_tables.is_finished` says, so the seeds paired here are the
+ones `quality_tables.py --paired_with` pairs, and the differences, printed as a Markdown table too, are its loss
+column. Panel titles and system labels must be distinct.
 """
 
 from __future__ import annotations
@@ -18,15 +19,14 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from headsel_recipes.results_keys import loss_key, read_results, results_path
-from quality_tables import mean_and_spread
+from headsel_recipes.results_keys import loss_key, read_results
+from quality_tables import is_finished, mean_and_spread
 
 
 def seed_losses(experiment_folder: Path, system: str) -> dict[str, float]:
-    """`{seed folder: test loss}` of the finished runs of one system."""
+    """`{seed folder: test loss}` of the finished runs of one system (`quality_tables.is_finished`)."""
     runs = sorted((experiment_folder / "runs" / system).glob("seed*"))
-    return {run.name: read_results(run, "predict")[loss_key("predict")] for run in runs
-            if results_path(run, "predict").exists()}
+    return {run.name: read_results(run, "predict")[loss_key("predict")] for run in runs if is_finished(run)}
 
 
 def paired_differences(experiment_folder: Path, system: str, reference: str) -> dict[str, float]:
@@ -77,6 +77,8 @@ def plot(differences: dict[str, dict[str, dict[str, float]]], labels: list[str],
     import matplotlib.pyplot as plt
 
     labels = drawn_labels(differences, labels)
+    if not labels:  # matplotlib's own error for an empty legend says nothing of why
+        raise ValueError(f"no system has a seed paired with the reference {reference!r} in any panel: nothing to draw")
     colours = {label: f"C{i}" for i, label in enumerate(labels)}
     figure, axes = plt.subplots(1, len(differences), figsize=(2.6 * len(differences) + 1.2, 4.2), sharey=True,
                                 squeeze=False)
@@ -101,7 +103,13 @@ def plot(differences: dict[str, dict[str, dict[str, float]]], labels: list[str],
     plt.close(figure)
 
 
+def repeated(names: list[str]) -> list[str]:
+    """The names given more than once, in the order first given."""
+    return list(dict.fromkeys(name for name in names if names.count(name) > 1))
+
+
 def main(args: list[str] | None = None) -> dict[str, dict[str, dict[str, float]]]:
+    """Print the table of paired differences (and draw it with `--output`); returns them, as [`collect`] does."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--panel", nargs=2, action="append", required=True, metavar=("TITLE", "EXPERIMENT"),
                         help="a panel: its title and an experiment output folder (repeat for more)")
@@ -111,8 +119,15 @@ def main(args: list[str] | None = None) -> dict[str, dict[str, dict[str, float]]
     parser.add_argument("--output", type=Path, help="where to write the PNG (default: print the table only)")
     options = parser.parse_args(args)
     labels = [label for _, label in options.system]
+    # collect keys panels by title and systems by label: a repeated one would silently overwrite the other
+    for option, names in (("--panel titles", [title for title, _ in options.panel]), ("--system labels", labels)):
+        if repeated(names):
+            parser.error(f"{option} must be distinct; repeated: {repeated(names)}")
     differences = collect([(title, Path(folder)) for title, folder in options.panel],
                           [(folder, label) for folder, label in options.system], options.reference)
+    if not drawn_labels(differences, labels):
+        parser.error(f"no system has a seed paired with the reference {options.reference!r} in any panel (a "
+                     "system's seeds are its runs/<system>/seed*/ that finished, as quality_tables.is_finished says)")
     print(table(differences, labels, options.reference))
     if options.output is not None:
         plot(differences, labels, options.reference, options.output)

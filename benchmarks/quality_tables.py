@@ -13,10 +13,11 @@ Two finer measures do, from what every run already wrote:
   the WER normalisation, for WER experiments), computed from `generated_predictions.jsonl` per task and averaged
   over the tasks like the runner's AVG column.
 
-Cells: mean ± sample standard deviation over the seeds found in `runs/<system>/seed*/`. With `--paired_with SYSTEM`
-(a run folder name, e.g. `shared`) a second table gives every other system minus that one, seed by seed over the
-seeds both finished, then mean ± std of the differences (the loss to three decimals: the systems of one experiment
-often differ by hundredths of a nat; the unusable share in percentage points).
+Cells: mean ± sample standard deviation over the finished runs in `runs/<system>/seed*/` ([`is_finished`], which
+`quality_plot.py` pairs seeds by too). With `--paired_with SYSTEM` (a run folder name, e.g. `shared`) a second table
+gives every other system minus that one, seed by seed over the seeds both finished, then mean ± std of the
+differences (the loss to three decimals: the systems of one experiment often differ by hundredths of a nat; the
+unusable share in percentage points).
 
     python benchmarks/quality_tables.py outputs/benchmark/mt_why --paired_with shared
 """
@@ -47,14 +48,24 @@ def character_score(rows: list[dict], metric: str) -> dict[str, float]:
     return scores
 
 
+def is_finished(run_folder: Path) -> bool:
+    """Whether a run finished: it wrote its test scores (`predict_results.json`) and its hypotheses
+    (`generated_predictions.jsonl`, at least one). The one definition: these tables and `quality_plot.py` pair the
+    same seeds by it."""
+    predictions = predictions_path(run_folder)
+    if not (results_path(run_folder, "predict").exists() and predictions.exists()):
+        return False
+    with predictions.open(encoding="utf-8") as lines:  # an empty file: a run stopped while writing, nothing to score
+        return any(line.strip() for line in lines)
+
+
 def run_scores(run_folder: Path) -> tuple[str, dict[str, float]] | None:
     """The character metric of one finished run (`"chrF"` or `"CER"`) and its scores `{"loss": ..., "AVG": ...,
     task: ..., "unusable": percent of empty or looping hypotheses}`; `None` while the run is not finished."""
-    predictions = predictions_path(run_folder)
-    if not (results_path(run_folder, "predict").exists() and predictions.exists()):
+    if not is_finished(run_folder):
         return None
     metrics = read_results(run_folder, "predict")
-    rows = read_predictions(predictions)
+    rows = read_predictions(predictions_path(run_folder))
     metric = score_name(metrics)
     return metric, {"loss": metrics[loss_key("predict")], **character_score(rows, metric),
                     UNUSABLE: 100 * unusable_share([row["prediction"] for row in rows])}
@@ -71,6 +82,7 @@ def mean_and_spread(values: list[float]) -> tuple[float, float]:
 
 
 def mean_std(values: list[float], digits: int) -> str:
+    """`"mean ± std"` of `values` (sample standard deviation, 0 for a single value), to `digits` decimals."""
     mean, spread = mean_and_spread(values)
     return f"{mean:.{digits}f} ± {spread:.{digits}f}"
 
@@ -86,13 +98,17 @@ def paired_cells(values: list[float], reference: list[float], digits: int, highe
 def finished_runs(experiment_folder: Path) -> tuple[str, dict[str, dict[str, dict[str, float]]]]:
     """The experiment's character metric and `{system folder: {seed folder: scores}}` of its finished runs."""
     systems, metrics = {}, set()
-    for system_folder in sorted((experiment_folder / "runs").iterdir()):
+    runs = experiment_folder / "runs"
+    # no runs/ at all (not an experiment folder, or nothing started yet) gets the "no finished run" error below
+    system_folders = sorted(folder for folder in runs.iterdir() if folder.is_dir()) if runs.is_dir() else []
+    for system_folder in system_folders:
         finished = {seed.name: scored for seed in sorted(system_folder.glob("seed*")) if (scored := run_scores(seed))}
         metrics.update(metric for metric, _ in finished.values())
         if finished:
             systems[system_folder.name] = {seed: scores for seed, (_, scores) in finished.items()}
     if not systems:
-        raise ValueError(f"{experiment_folder}: no finished run (runs/<system>/seed*/predict_results.json)")
+        raise ValueError(f"{experiment_folder}: no finished run (runs/<system>/seed*/ with predict_results.json and "
+                         "a non-empty generated_predictions.jsonl)")
     if len(metrics) > 1:
         raise ValueError(f"{experiment_folder}: runs scored by both WER and BLEU; one experiment has one metric")
     (metric,) = metrics
@@ -143,6 +159,7 @@ def paired_table(experiment_folder: Path, reference: str) -> str:
 
 
 def main(args: list[str] | None = None) -> None:
+    """Print the supplementary table of every experiment folder given (and its paired table with `--paired_with`)."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("experiments", nargs="+", type=Path, help="experiment output folders")
     parser.add_argument("--paired_with", metavar="SYSTEM",

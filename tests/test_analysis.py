@@ -19,11 +19,12 @@ from hf_headsel.analysis import (
     head_load,
     head_sharing_matrix,
     read_selection_log,
+    selection_snapshot,
     selection_stability,
     write_analysis,
 )
 
-from conftest import HEADS, LAYERS, randomize_selector_logits
+from conftest import HEADS, LAYERS, randomize_selector_logits, run_without_hf_headsel
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
@@ -97,6 +98,67 @@ def test_analysis_rejects_what_it_cannot_read(marian, tmp_path):
         head_load(torch.tensor([[[0, 5]]]), 4)
 
 
+def test_sharing_and_load_take_arrays_and_lists_and_refuse_bad_selections():
+    selected = [[[0, 1], [2, 3]], [[0, 2], [2, 3]]]  # ComponentAnalysis.selected is a numpy array
+    expected = head_sharing_matrix(torch.tensor(selected), 4)
+    np.testing.assert_allclose(head_sharing_matrix(np.array(selected), 4), expected)
+    np.testing.assert_allclose(head_sharing_matrix(selected, 4), [[1.0, 0.75], [0.75, 1.0]])
+    assert head_load(np.array(selected), 4).tolist() == [[2, 1, 1, 0], [0, 0, 2, 2]]
+    with pytest.raises(ValueError, match=r"shape \[tasks, layers, H\], got \(\)"):
+        head_sharing_matrix(torch.tensor(3), 4)
+    with pytest.raises(ValueError, match="task 0, layer 0 lists head 0 twice"):  # would give a diagonal of 0.5
+        head_sharing_matrix(torch.tensor([[[0, 0]], [[0, 1]]]), 4)
+    with pytest.raises(ValueError, match="must be integer candidate indices"):
+        head_load(np.array([[[0.0, 1.5]]]), 4)
+
+
+def test_analysis_reads_base_compiled_and_remote_code_models(marian):
+    """Anything with selectors and selected_heads() is read, whatever its class: a base model (no LM head) and a
+    torch.compile'd model here, the remote-code classes in the next test."""
+    model = marian.model(head_selection_components=["encoder_self"], total_encoder_attention_heads=2 * HEADS)
+    set_choice(model, "encoder_self", ENCODER_CHOICE)
+    base = marian.base_model_class(model.config).eval()
+    base.head_selection.load_state_dict(model.head_selection.state_dict())
+    for candidate in (base, torch.compile(model)):
+        result = analyze_model(candidate)["encoder_self"]
+        assert result.selected.tolist() == [ENCODER_CHOICE[0], ENCODER_CHOICE[1]]
+
+
+REMOTE_THEN_ANALYZE = """
+    import json
+    import sys
+
+    from transformers import AutoModelForSeq2SeqLM
+
+    model = AutoModelForSeq2SeqLM.from_pretrained(sys.argv[1], trust_remote_code=True)  # before hf_headsel
+    sys.meta_path[:] = [finder for finder in sys.meta_path if not isinstance(finder, Blocker)]
+    from hf_headsel.analysis import analyze_model
+
+    result = analyze_model(model)["encoder_self"]
+    print(json.dumps({"module": type(model).__module__, "selected": result.selected.tolist()}))
+"""
+
+
+def test_analysis_reads_a_model_loaded_with_remote_code_before_hf_headsel(marian, tmp_path):
+    model = marian.model(head_selection_components=["encoder_self"], total_encoder_attention_heads=2 * HEADS)
+    set_choice(model, "encoder_self", ENCODER_CHOICE)
+    model.save_pretrained(tmp_path / "model")
+    result = run_without_hf_headsel(REMOTE_THEN_ANALYZE, [str(tmp_path / "model")], tmp_path)
+    assert result.returncode == 0, result.stderr[-4000:]
+    out = json.loads(result.stdout.strip().splitlines()[-1])
+    assert out["module"].startswith("transformers_modules"), out["module"]
+    assert out["selected"] == [ENCODER_CHOICE[0], ENCODER_CHOICE[1]]
+
+
+def test_analysis_refuses_what_is_neither_a_model_nor_a_saved_folder(marian, tmp_path):
+    with pytest.raises(ValueError, match="expected a head-selection model or a saved model folder, got int"):
+        analyze_model(123)
+    with pytest.raises(ValueError, match="is neither a saved model folder nor a Hub model id this machine can load"):
+        analyze_model(tmp_path / "missing")
+    with pytest.raises(ValueError, match=r"a list of component names, not a string: pass \['encoder_self'\]"):
+        write_analysis(marian.model(), tmp_path / "out", components="encoder_self")
+
+
 def test_write_analysis_from_saved_folder_writes_pngs_and_json(family, tmp_path):
     model = family.model(head_selection_components=["encoder_self", "decoder_cross"])
     randomize_selector_logits(model)
@@ -165,6 +227,29 @@ def test_stability_of_a_task_that_never_changes_is_the_first_step():
     assert selection_stability(snapshots)["stable_since"] == {"encoder_self": {"en": 5}}
     with pytest.raises(ValueError, match="at least one snapshot"):
         selection_stability([])
+
+
+def test_stability_refuses_snapshots_of_different_models():
+    one = SelectionSnapshot(0, {"encoder_self": {"en": [[0, 1]]}})
+    with pytest.raises(ValueError, match=r"step 1 has encoder_self tasks \['de', 'en'\] instead of the \['en'\]"):
+        selection_stability([one, SelectionSnapshot(1, {"encoder_self": {"en": [[0, 1]], "de": [[0, 1]]}})])
+    with pytest.raises(ValueError, match=r"step 1 has \[layers, H\] \[2, 2\] for encoder_self 'en' instead of"):
+        selection_stability([one, SelectionSnapshot(1, {"encoder_self": {"en": [[0, 1], [2, 3]]}})])
+    with pytest.raises(ValueError, match=r"step 1 has components \['decoder_self'\] instead of"):
+        selection_stability([one, SelectionSnapshot(1, {"decoder_self": {"en": [[0, 1]]}})])
+
+
+def test_log_of_a_model_selecting_in_no_component_is_valid(marian, tmp_path, caplog):
+    model = marian.model(head_selection_components=[])
+    model.save_pretrained(tmp_path / "model")
+    write_log(tmp_path / "model" / analysis.SELECTION_LOG_NAME,
+              [json.dumps(selection_snapshot(model, step)) for step in (0, 10, 20)])  # what the Trainer appends
+    log = read_selection_log(tmp_path / "model" / analysis.SELECTION_LOG_NAME)
+    assert [s.step for s in log.snapshots] == [0, 10, 20] and not log.skipped
+    assert "skipped" not in caplog.text
+    result = write_analysis(tmp_path / "model", tmp_path / "out")
+    assert result["figures"] == [] and result["stability"]["stable_since"] == {}
+    assert [change["total"] for change in result["stability"]["changes"]] == [0, 0]
 
 
 def test_bad_log_lines_are_skipped_and_counted_and_resume_supersedes(tmp_path):

@@ -398,6 +398,58 @@ def test_quality_plot_pairs_losses_by_seed_and_draws_the_panels(tmp_path, capsys
                            "stock"])
 
 
+def test_quality_plot_refuses_repeated_panel_titles_and_system_labels(tmp_path, capsys):
+    import quality_plot
+
+    rows = [("en-de", "a", "a")]
+    for system in ("shared", "group", "subset"):
+        write_run(tmp_path / "mt" / "runs" / system / "seed1", {"predict_loss": 4.0}, rows)
+    panels = ["--panel", "MT", str(tmp_path / "mt")]
+    for argv, repeated in ((panels + panels + ["--system", "group", "Group"], "--panel titles"),
+                           (panels + ["--system", "group", "HS", "--system", "subset", "HS"], "--system labels")):
+        with pytest.raises(SystemExit):  # collect would key both by one name: one silently replaces the other
+            quality_plot.main(argv)
+        assert f"{repeated} must be distinct; repeated: ['" in capsys.readouterr().err
+
+
+def test_quality_plot_and_tables_pair_the_same_finished_seeds(tmp_path):
+    import quality_plot
+    import quality_tables
+
+    rows = [("en-de", "Das ist gut.", "Das ist gut.")]
+    for seed, (shared, group) in enumerate([(4.0, 3.9), (4.2, 4.6), (4.1, 4.0)], 1):
+        for system, loss in (("shared", shared), ("group", group)):
+            write_run(tmp_path / "mt" / "runs" / system / f"seed{seed}", {"predict_loss": loss, "predict_bleu": 1.0},
+                      rows)
+    (tmp_path / "mt" / "runs" / "group" / "seed2" / "generated_predictions.jsonl").unlink()  # scores, no hypotheses
+    (tmp_path / "mt" / "runs" / "group" / "seed3" / "generated_predictions.jsonl").write_text("")  # cut short
+    assert quality_plot.paired_differences(tmp_path / "mt", "group", "shared") == pytest.approx({"seed1": -0.1})
+    assert quality_tables.paired_table(tmp_path / "mt", "shared").splitlines()[-1].startswith(
+        "| group | 1 | -0.100 ± 0.000 |")
+
+
+def test_quality_scripts_explain_what_they_cannot_use(tmp_path, capsys):
+    import quality_plot
+    import quality_tables
+
+    (tmp_path / "not_an_experiment").mkdir()
+    with pytest.raises(ValueError, match="no finished run"):  # no runs/ folder
+        quality_tables.supplementary_table(tmp_path / "not_an_experiment")
+    write_run(tmp_path / "mt" / "runs" / "shared" / "seed1", {"predict_loss": 3.0, "predict_bleu": 0.0}, [])
+    (tmp_path / "mt" / "runs" / "shared" / "seed1" / "generated_predictions.jsonl").write_text("")
+    with pytest.raises(ValueError, match="no finished run"):  # an empty predictions file: nothing to score
+        quality_tables.supplementary_table(tmp_path / "mt")
+
+    write_run(tmp_path / "asr" / "runs" / "shared" / "seed1", {"predict_loss": 4.0}, [("de", "a", "a")])
+    with pytest.raises(SystemExit):  # no group run to pair: nothing to draw
+        quality_plot.main(["--panel", "ASR", str(tmp_path / "asr"), "--system", "group", "Group", "--output",
+                           str(tmp_path / "plot.png")])
+    assert "no system has a seed paired with the reference 'shared'" in capsys.readouterr().err
+    with pytest.raises(ValueError, match="no system has a seed paired with the reference 'shared'"):
+        quality_plot.plot({"ASR": {}}, ["Group"], "shared", tmp_path / "plot.png")
+    assert not (tmp_path / "plot.png").exists()
+
+
 def test_recipe_curves_read_loss_selection_changes_and_logit_range(marian, tmp_path):
     import recipe_curves
     import torch

@@ -23,21 +23,24 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Union
 
 import torch
 from tqdm.auto import tqdm
 
-from .configuration_head_selection import COMPONENTS
-from .modeling_head_selection import HeadSelectionModelMixin
+from .configuration_head_selection import COMPONENTS, HeadSelectionConfigMixin
 
 if TYPE_CHECKING:
     import numpy as np
     from matplotlib.figure import Figure
+
+#: A model object or a saved model folder, what the functions reading a model's selection take.
+ModelOrPath = Union[torch.nn.Module, str, os.PathLike]
 
 logger = logging.getLogger(__name__)
 
@@ -58,7 +61,7 @@ MAX_ANNOTATED = 24
 # --------------------------------------------------------------------------------------------------------------------
 
 
-def task_labels(config, component: str) -> list[str]:
+def task_labels(config: HeadSelectionConfigMixin, component: str) -> list[str]:
     """The names of the rows of `phi` of a component: task names, or `src→tgt` for a cross-attention keyed by the
     (encoder, decoder) pair."""
     sides = config.component_sides(component)
@@ -67,29 +70,52 @@ def task_labels(config, component: str) -> list[str]:
     return [f"{e}→{d}" for e in config.encoder_tasks for d in config.decoder_tasks]
 
 
-def selection_mask(selected: torch.Tensor, total_heads: int) -> torch.Tensor:
-    """`[tasks, layers, H']` 0/1 floats from the selected candidates `[tasks, layers, H]`."""
+def _checked_selection(selected: torch.Tensor | np.ndarray | Sequence, total_heads: int) -> torch.Tensor:
+    """`selected` (a tensor, numpy array or nested lists) as a CPU `LongTensor[tasks, layers, H]`; `ValueError`
+    unless it holds, per task and layer, `H` distinct integer candidate indices in `[0, total_heads)`."""
+    selected = torch.as_tensor(selected)
     if selected.dim() != 3:
         raise ValueError(f"selected heads must have shape [tasks, layers, H], got {tuple(selected.shape)}")
+    if selected.dtype.is_floating_point or selected.dtype.is_complex or selected.dtype == torch.bool:
+        raise ValueError(f"selected heads must be integer candidate indices, got {selected.dtype}")
+    selected = selected.long().cpu()
     if selected.numel() and (selected.min() < 0 or selected.max() >= total_heads):
         raise ValueError(f"selected heads must be candidate indices in [0, {total_heads}), got "
                          f"{selected.min().item()}..{selected.max().item()}")
+    ordered = selected.sort(dim=-1).values
+    repeated = (ordered[..., 1:] == ordered[..., :-1]).nonzero()
+    if len(repeated):  # a head counted twice would make a task share less with itself than 1, and load lie
+        task, layer, slot = repeated[0].tolist()
+        raise ValueError(f"selected heads must be distinct within a task and layer: task {task}, layer {layer} "
+                         f"lists head {ordered[task, layer, slot].item()} twice")
+    return selected
+
+
+def selection_mask(selected: torch.Tensor | np.ndarray | Sequence, total_heads: int) -> torch.Tensor:
+    """`[tasks, layers, H']` 0/1 floats from the selected candidates `[tasks, layers, H]` (a tensor, numpy array or
+    nested lists of distinct candidate indices per task and layer)."""
+    return _mask(_checked_selection(selected, total_heads), total_heads)
+
+
+def _mask(selected: torch.LongTensor, total_heads: int) -> torch.Tensor:
+    """[`selection_mask`] of a selection already checked."""
     mask = torch.zeros(*selected.shape[:2], total_heads)
-    return mask.scatter_(-1, selected.long().cpu(), 1.0)
+    return mask.scatter_(-1, selected, 1.0)
 
 
-def head_sharing_matrix(selected: torch.Tensor, total_heads: int) -> np.ndarray:
+def head_sharing_matrix(selected: torch.Tensor | np.ndarray | Sequence, total_heads: int) -> np.ndarray:
     """The paper's Figure 3: `[tasks, tasks]`, entry `(i, j)` = |heads of i ∩ heads of j| / H, averaged over layers.
 
     The diagonal is 1; two tasks that select the same heads in every layer share 1.0, disjoint ones 0.0.
     """
+    selected = _checked_selection(selected, total_heads)  # first: H is read off its shape
+    mask = _mask(selected, total_heads)
     heads = selected.shape[-1]
-    mask = selection_mask(selected, total_heads)
     shared = torch.einsum("ilh,jlh->ijl", mask, mask)  # heads shared per layer
     return (shared.mean(dim=-1) / heads).numpy()
 
 
-def head_load(selected: torch.Tensor, total_heads: int) -> np.ndarray:
+def head_load(selected: torch.Tensor | np.ndarray | Sequence, total_heads: int) -> np.ndarray:
     """The paper's Figure 4: `[layers, H']`, how many tasks select each candidate head of each layer."""
     return selection_mask(selected, total_heads).sum(dim=0).round().long().numpy()
 
@@ -140,18 +166,28 @@ class ComponentAnalysis:
         }
 
 
-def load_headsel_model(model_or_path, **from_pretrained_kwargs) -> HeadSelectionModelMixin:
-    """A head-selection model object as given, or loaded from a saved folder (on CPU) through the Auto class
-    registered for its `model_type`; `ValueError` for anything else."""
-    if isinstance(model_or_path, HeadSelectionModelMixin):
-        return model_or_path
+def load_headsel_model(model_or_path: ModelOrPath, **from_pretrained_kwargs) -> torch.nn.Module:
+    """A head-selection model object as given, or loaded from a saved folder or Hub id (on CPU) through the Auto
+    class registered for its `model_type`; `ValueError` for anything else.
+
+    A model object is any module with a `head_selection` submodule and a `selected_heads()` method: a generation
+    model or a base model (`HeadSelMarianModel`), of `hf_headsel`'s classes or of the remote-code copies that
+    `trust_remote_code=True` loads. A `torch.compile`d model is unwrapped.
+    """
     if isinstance(model_or_path, torch.nn.Module):
-        raise ValueError(f"{type(model_or_path).__name__} is not a head-selection model: it has no selected_heads()")
+        return _headsel_module(model_or_path)
+    if not isinstance(model_or_path, (str, os.PathLike)):
+        raise ValueError(f"expected a head-selection model or a saved model folder, got {type(model_or_path).__name__} "
+                         f"{model_or_path!r}")
     from transformers import AutoConfig
 
     from .families import HEADSEL_MODEL_TYPES, family_of  # imported here: the registry imports every family
 
-    config = AutoConfig.from_pretrained(model_or_path)
+    try:
+        config = AutoConfig.from_pretrained(model_or_path)
+    except OSError as error:  # transformers' message speaks of Hub repo ids only
+        raise ValueError(f"{str(model_or_path)!r} is neither a saved model folder nor a Hub model id this machine can "
+                         f"load: {error}") from error
     if config.model_type not in HEADSEL_MODEL_TYPES:
         raise ValueError(f"{str(model_or_path)!r} holds a {config.model_type!r} model, not a head-selection model "
                          f"({' or '.join(HEADSEL_MODEL_TYPES)})")
@@ -159,7 +195,19 @@ def load_headsel_model(model_or_path, **from_pretrained_kwargs) -> HeadSelection
     return auto.from_pretrained(model_or_path, **from_pretrained_kwargs).eval()
 
 
-def analyze_model(model_or_path) -> dict[str, ComponentAnalysis]:
+def _headsel_module(model: torch.nn.Module) -> torch.nn.Module:
+    """The head-selection model inside `model` (itself, or the module `torch.compile` wrapped), checked by what it
+    has rather than its class: the remote-code classes are not `hf_headsel`'s."""
+    while isinstance(getattr(model, "_orig_mod", None), torch.nn.Module):  # torch.compile's OptimizedModule
+        model = model._orig_mod
+    if isinstance(getattr(model, "head_selection", None), torch.nn.Module) and callable(
+            getattr(model, "selected_heads", None)):
+        return model
+    raise ValueError(f"{type(model).__name__} is not a head-selection model: it has no head_selection selectors and "
+                     "selected_heads()")
+
+
+def analyze_model(model_or_path: ModelOrPath) -> dict[str, ComponentAnalysis]:
     """Head sharing and load of every selecting component of a model (object or saved folder), keyed by component.
 
     A model that selects in no component gives an empty dict.
@@ -280,7 +328,7 @@ class SelectionLog:
     superseded: int = 0
 
 
-def selection_snapshot(model, step: int) -> dict[str, Any]:
+def selection_snapshot(model: torch.nn.Module, step: int) -> dict[str, Any]:
     """The JSON record of a model's current selection at `step` (one line of the selection log)."""
     selections = {}
     for component, selected in model.selected_heads().items():
@@ -289,9 +337,10 @@ def selection_snapshot(model, step: int) -> dict[str, Any]:
     return {"step": int(step), "selections": selections}
 
 
-def _snapshot_shape(selections) -> dict[str, dict[str, tuple[int, int]]] | None:
-    """`{component: {task: (layers, H)}}` of a record's selections, or None when they are malformed."""
-    if not isinstance(selections, dict) or not selections:
+def _snapshot_shape(selections: Any) -> dict[str, dict[str, tuple[int, int]]] | None:
+    """`{component: {task: (layers, H)}}` of a record's selections, or None when they are malformed. `{}` is valid:
+    a model that selects in no component logs that."""
+    if not isinstance(selections, dict):
         return None
     shape = {}
     for component, tasks in selections.items():
@@ -336,7 +385,8 @@ def read_selection_log(path: str | Path) -> SelectionLog:
             if shape is None:
                 log.skipped["malformed selections"] += 1
                 continue
-            reference_shape = reference_shape or shape
+            if reference_shape is None:  # not `or`: an empty selection is a valid first shape
+                reference_shape = shape
             if shape != reference_shape:
                 log.skipped["different tasks or shape"] += 1
                 continue
@@ -369,13 +419,15 @@ def selection_stability(snapshots: Sequence[SelectionSnapshot]) -> dict[str, Any
 
     * `steps`: the logged steps;
     * `changes`: one entry per step after the first: `{"step", "total", "components": {c: n},
-      "tasks": {c: {task: n}}}`, `n` being the (layer, slot) choices that differ from the previous snapshot;
+      "tasks": {c: {task: n}}}`, `n` being how many selected heads were swapped since the previous snapshot
+      (per layer, the heads selected now that were not before; see [`changed_heads`]);
     * `stable_since`: `{component: {task: step}}`, the step from which the task's selection never changed again
       (the step of its last change; the first logged step when it never changed);
     * `stable_for_steps`: `{component: {task: last step - stable_since}}`, how long that has held.
     """
     if not snapshots:
         raise ValueError("selection_stability needs at least one snapshot; the log has none")
+    _check_same_shape(snapshots)
     first, last = snapshots[0], snapshots[-1]
     stable_since = {c: {task: first.step for task in tasks} for c, tasks in first.selections.items()}
     changes = []
@@ -397,6 +449,34 @@ def selection_stability(snapshots: Sequence[SelectionSnapshot]) -> dict[str, Any
         "stable_since": stable_since,
         "stable_for_steps": {c: {t: last.step - s for t, s in tasks.items()} for c, tasks in stable_since.items()},
     }
+
+
+def _check_same_shape(snapshots: Sequence[SelectionSnapshot]) -> None:
+    """`ValueError` unless every snapshot has the first one's components, tasks and `[layers, H]` per task: only
+    selections of one model can be compared (`read_selection_log` drops the others)."""
+    reference = _snapshot_shape(snapshots[0].selections)
+    for snapshot in snapshots:
+        shape = _snapshot_shape(snapshot.selections)
+        if shape is None:
+            raise ValueError(f"the snapshot at step {snapshot.step} is malformed: selections must be "
+                             "{component: {task: [[head, ...] per layer]}}")
+        if shape != reference:
+            raise ValueError(f"snapshots must have the same components, tasks and [layers, H] per task: step "
+                             f"{snapshot.step} {_shape_difference(shape, reference)} of step {snapshots[0].step}")
+
+
+def _shape_difference(shape: dict, reference: dict) -> str:
+    """The first way `shape` differs from `reference` (both from `_snapshot_shape`), in words."""
+    if set(shape) != set(reference):
+        return f"has components {sorted(shape)} instead of the {sorted(reference)}"
+    for component, tasks in shape.items():
+        expected = reference[component]
+        if set(tasks) != set(expected):
+            return f"has {component} tasks {sorted(tasks)} instead of the {sorted(expected)}"
+        for task, size in tasks.items():
+            if size != expected[task]:
+                return f"has [layers, H] {list(size)} for {component} {task!r} instead of the {list(expected[task])}"
+    return "differs from the selections"  # not reached: the shapes differ somewhere above
 
 
 def selection_stability_figure(stability: dict[str, Any]) -> Figure:
@@ -426,9 +506,12 @@ def selection_stability_figure(stability: dict[str, Any]) -> Figure:
 
 
 def plot_selection_stability(stability: dict[str, Any], path: str | Path) -> Path:
-    """Write the selection-stability plot as a PNG; returns the path. Needs at least two logged steps."""
+    """Write the selection-stability plot as a PNG; returns the path. Needs at least two logged steps and a
+    selecting component."""
     if not stability["changes"]:
         raise ValueError("a stability plot needs at least two logged steps; the log has one")
+    if not stability["stable_since"]:
+        raise ValueError("a stability plot needs a selecting component; the logged model selects in none")
     return _save(selection_stability_figure(stability), path)
 
 
@@ -437,13 +520,17 @@ def plot_selection_stability(stability: dict[str, Any], path: str | Path) -> Pat
 # --------------------------------------------------------------------------------------------------------------------
 
 
-def write_analysis(model_or_path, output_dir: str | Path, selection_log: str | Path | None = None,
+def write_analysis(model_or_path: ModelOrPath, output_dir: str | Path, selection_log: str | Path | None = None,
                    components: Iterable[str] | None = None) -> dict[str, Any]:
-    """Write the heatmaps of every selecting component (or of `components`), the stability plot when a selection
-    log is given or found next to a saved model, and `analysis.json` (returned) into `output_dir`."""
+    """Write the heatmaps of every selecting component (or of `components`, a list of component names), the
+    stability plot when a selection log is given or found next to a saved model, and `analysis.json` (returned)
+    into `output_dir`."""
+    if isinstance(components, str):  # a string is iterable, and would be read as its characters
+        raise ValueError(f"components must be a list of component names, not a string: pass [{components!r}]")
+    model = load_headsel_model(model_or_path)
     output_dir = Path(output_dir)
     output_dir.mkdir(parents=True, exist_ok=True)
-    analyses = analyze_model(model_or_path)
+    analyses = analyze_model(model)
     components = list(analyses) if components is None else list(components)
     unknown = set(components) - set(analyses)
     if unknown:
@@ -453,9 +540,10 @@ def write_analysis(model_or_path, output_dir: str | Path, selection_log: str | P
     for component in tqdm(wanted, desc="heatmaps", unit=" component"):
         figures.append(plot_head_sharing(analyses[component], output_dir / f"head_sharing_{component}.png").name)
         figures.append(plot_head_load(analyses[component], output_dir / f"head_load_{component}.png").name)
-    result = {"model": str(model_or_path) if isinstance(model_or_path, (str, Path)) else type(model_or_path).__name__,
+    saved = isinstance(model_or_path, (str, os.PathLike))
+    result = {"model": str(model_or_path) if saved else type(model).__name__,
               "components": {c: analyses[c].to_dict() for c in wanted}, "stability": None, "figures": figures}
-    if selection_log is None and isinstance(model_or_path, (str, Path)):
+    if selection_log is None and saved:
         found = Path(model_or_path) / SELECTION_LOG_NAME
         selection_log = found if found.is_file() else None
     if selection_log is not None:
@@ -471,12 +559,13 @@ def _stability_section(path: Path, output_dir: Path, figures: list[str]) -> dict
         logger.warning("%s has no usable snapshot: no stability analysis", path)
         return section
     section.update(selection_stability(log.snapshots))
-    if section["changes"]:
+    if section["changes"] and section["stable_since"]:  # a model selecting in no component has nothing to draw
         figures.append(plot_selection_stability(section, output_dir / STABILITY_PLOT_NAME).name)
     return section
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    """The command line's options (`argv`, or `sys.argv[1:]` when None)."""
     parser = argparse.ArgumentParser(
         prog="python -m hf_headsel.analysis",
         description="Head sharing, head load and selection stability of a saved head-selection model.",
@@ -491,6 +580,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line: write the analysis of `model_dir` into `--output_dir` and print a summary; returns
+    the exit status."""
     args = parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     result = write_analysis(args.model_dir, args.output_dir, args.selection_log, args.components)
@@ -509,6 +600,7 @@ __all__ = [
     "SelectionLog",
     "SelectionSnapshot",
     "analyze_model",
+    "changed_heads",
     "head_load",
     "head_load_figure",
     "head_sharing_figure",
@@ -518,6 +610,7 @@ __all__ = [
     "plot_head_sharing",
     "plot_selection_stability",
     "read_selection_log",
+    "selection_mask",
     "selection_snapshot",
     "selection_stability",
     "selection_stability_figure",

@@ -248,8 +248,9 @@ class HeadSelSeq2SeqTrainer(Seq2SeqTrainer):
             log.write(json.dumps(record, ensure_ascii=False) + "\n")
 
     def head_selection_logs(self) -> dict[str, float]:
-        """KL (mean since the last log), temperature, noise scale, and how many (task, layer, slot) choices changed;
-        the selection itself goes to the selection log."""
+        """KL (mean since the last log), temperature, noise scale, and how many selected heads were swapped since
+        the last log (per task and layer, the heads selected now that were not before: `changed_heads`); the
+        selection itself goes to the selection log."""
         selection = self._selection()
         if selection is None:
             return {}
