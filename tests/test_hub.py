@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import os
 import struct
 import subprocess
@@ -15,7 +16,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 import pytest
 import torch
 from huggingface_hub import ModelCard
-from transformers import AutoConfig
+from transformers import AutoConfig, TrainingArguments
 from transformers.utils import logging as hf_logging
 
 from hf_headsel import (
@@ -40,6 +41,7 @@ from hf_headsel.model_folder import SHARED_REMOTE_CODE
 
 from conftest import CORE_FILES  # noqa: E402
 from recording_hub import RecordingHub  # noqa: E402
+from test_pipelines import COMMON, card_translation, marian_tokenizer, run_card_examples  # noqa: E402
 
 hf_logging.set_verbosity_error()
 hf_logging.disable_progress_bar()
@@ -121,11 +123,14 @@ def test_model_card_metadata_and_sections(tmp_path):
     assert all(r.dataset_name == "Europarl-ST" and r.task_type == "translation" for r in data.eval_results)
 
     text = card.text
-    assert f'AutoModelForSeq2SeqLM.from_pretrained("{repo_id}", trust_remote_code=True, task="fr")' in text
+    # the scored direction with the decoder default; the encoder, of two tasks without a default, is named too
+    load = f'from_pretrained("{repo_id}", trust_remote_code=True, encoder_task="en", decoder_task="fr")'
+    assert f"AutoModelForSeq2SeqLM.{load}" in text
     # the tokenizer reads the model's config too: without the flag, Transformers asks on the terminal
     loads = [line for line in text.splitlines() if f'from_pretrained("{repo_id}"' in line]
     assert len(loads) == 2 and all("trust_remote_code=True" in line for line in loads)
-    assert f'pipeline("translation", model="{repo_id}"' in text and '{"decoder_task": "fr"}' in text
+    assert f'pipeline("translation", model="{repo_id}"' in text
+    assert '{"encoder_task": "en", "decoder_task": "fr"}' in text
     assert "| validation | en-fr | 21.50 |" in text
     assert "![Heads shared between tasks](head_sharing.png)" in text
     assert (tmp_path / "model" / "head_sharing.png").read_bytes() == heatmap.read_bytes()
@@ -141,6 +146,31 @@ def test_a_local_base_model_stays_out_of_the_metadata(tmp_path):
     # the Hub's metadata check refuses a base_model that names no Hub model (a push would fail after training)
     card = ModelCard.load(write_model_card(tmp_path / "model", marian_model(), base_model=str(tmp_path)))
     assert card.data.base_model is None
+
+
+def test_the_card_leaves_hub_tokens_out(tmp_path):
+    # a dict of flags (as the demo passes) lists every scalar, but a card is public: TrainingArguments.to_dict masks
+    # the same keys
+    flags = {"learning_rate": 5e-4, "push_to_hub": True, "hub_token": "hf_SECRET_TOKEN", "token": "hf_OTHER"}
+    text = write_model_card(tmp_path / "model", marian_model(), training_args=flags).read_text()
+    assert "| `push_to_hub` | True |" in text
+    assert "hf_SECRET_TOKEN" not in text and "hf_OTHER" not in text and "hub_token" not in text
+
+
+def test_card_languages_are_codes_and_tags(tmp_path, caplog):
+    card = ModelCard.load(write_model_card(tmp_path / "a", marian_model(), languages="en"))  # one language
+    assert card.data.language == ["en"] and card.data.to_dict().get("language_bcp47") is None
+    # the Hub takes ISO 639 codes in `language`; a region or script goes in `language_bcp47`
+    model = marian_model(encoder_tasks=["en"], decoder_tasks=["zh-CN", "pt_BR", "sv-SE", "pt"])
+    data = ModelCard.load(write_model_card(tmp_path / "b", model)).data.to_dict()
+    assert data["language"] == ["en", "zh", "pt", "sv"]
+    assert data["language_bcp47"] == ["en", "zh-CN", "pt-BR", "sv-SE", "pt"]
+    with pytest.raises(ValueError, match="'english' is not a language tag: .* ISO 639 codes .* BCP 47 tags"):
+        write_model_card(tmp_path / "c", model, languages=["en", "english"])
+    # task names are the user's: the card a training run writes at its end leaves a non-tag out, with a warning
+    with caplog.at_level(logging.WARNING, logger="hf_headsel.model_card"):
+        data = ModelCard.load(write_model_card(tmp_path / "d", marian_model(encoder_tasks=["source"]))).data
+    assert "leave out the task names ['source']" in caplog.text and "source" not in data.language
 
 
 def test_model_card_for_speech_and_exported_models(tmp_path):
@@ -167,6 +197,43 @@ def test_model_card_for_speech_and_exported_models(tmp_path):
         write_model_card(tmp_path / "x", exported)
     with pytest.raises(ValueError, match="exported_tasks"):
         write_model_card(tmp_path / "x", model, exported_tasks={"decoder": "tedx"})
+
+
+# The examples of a card run a direction the model was trained for, with every side that has a choice named:
+# (config, metrics) -> (the direction of the examples, the other call's, the export example's folder)
+CARD_LAYOUTS = {
+    "many-to-one": (dict(encoder_tasks=["de", "fr"], decoder_tasks=["en"]), None,
+                    ("de", "en"), ("fr", "en"), "de-only"),
+    "sources without a default": (dict(encoder_tasks=["en", "de"], decoder_tasks=["fr", "it"],
+                                       default_decoder_task="it"), None, ("en", "it"), ("en", "fr"), "en-it-only"),
+    "many-to-many, scored": (dict(encoder_tasks=["de", "en"], decoder_tasks=["de", "en", "fr"]),
+                             {"eval_bleu_de-en": 1.0, "eval_bleu_en-fr": 2.0}, ("en", "fr"), ("en", "de"),
+                             "en-fr-only"),
+}
+
+
+@pytest.fixture(scope="module")
+def card_tokenizer(tmp_path_factory):
+    return marian_tokenizer(tmp_path_factory.mktemp("tokenizer"))
+
+
+@pytest.mark.parametrize("layout", CARD_LAYOUTS)
+def test_card_examples_run_a_trained_direction(layout, card_tokenizer, tmp_path, monkeypatch, capsys):
+    tasks, metrics, direction, other, export_folder = CARD_LAYOUTS[layout]
+    config = HeadSelMarianConfig(**COMMON, vocab_size=len(card_tokenizer), max_position_embeddings=64, pad_token_id=2,
+                                 eos_token_id=0, decoder_start_token_id=2, forced_eos_token_id=0, **tasks)
+    torch.manual_seed(3)
+    model = HeadSelMarianMTModel(config).eval()
+    folder = tmp_path / "saved" / "model"
+    model.save_pretrained(folder)
+    card_tokenizer.save_pretrained(folder)
+    printed = run_card_examples(folder, model, tmp_path, monkeypatch, capsys, metrics=metrics)
+
+    expected, routed = (card_translation(model, card_tokenizer, encoder_task_ids=encoder, decoder_task_ids=decoder)
+                        for encoder, decoder in (direction, other))
+    assert expected != routed  # otherwise an example ignoring its task would pass
+    assert printed == [expected, routed, [{"translation_text": expected[0]}], [{"translation_text": routed[0]}]]
+    assert (tmp_path / export_folder / "config.json").is_file()
 
 
 def test_prepare_model_folder(tmp_path):
@@ -266,6 +333,49 @@ def test_push_to_hub_stops_on_invalid_card_metadata(tmp_path, hub):
     with pytest.raises(ValueError, match="Invalid metadata in README.md"):
         push_to_hub(folder, "me/tiny", endpoint=hub.url, token="hf_fake")
     assert hub.commits == []  # nothing committed
+
+
+def test_push_to_hub_keeps_the_hub_token_out(tmp_path, hub, monkeypatch):
+    secret = "hf_SECRET_TOKEN_123"
+    folder, _ = saved_folder(tmp_path)
+    torch.save(TrainingArguments(output_dir=str(folder), hub_token=secret, report_to=[]),
+               folder / "training_args.bin")  # as Trainer.save_model writes it: the token in clear
+    assert secret.encode() in (folder / "training_args.bin").read_bytes()
+    push_to_hub(folder, "me/tiny", endpoint=hub.url, token=secret)
+    assert hub.errors == [] and "training_args.bin" not in hub.files()
+    assert not [name for name, content in hub.files().items() if secret.encode() in content]
+
+    # a saved run configuration repeating --hub_token: refused, naming it, before anything is created; the token in
+    # use is the logged-in one when none is passed
+    (folder / "run_config.json").write_text(json.dumps({"learning_rate": 5e-4, "hub_token": secret}))
+    monkeypatch.setenv("HF_TOKEN", secret)
+    for token in (secret, None):
+        with pytest.raises(ValueError, match=r"\['run_config.json'\] in .* hold the Hub token this upload uses"):
+            push_to_hub(folder, "me/other", endpoint=hub.url, token=token)
+    assert len(hub.created) == len(hub.commits) == 1  # the first upload only
+    push_to_hub(folder, "me/tiny", endpoint=hub.url, token=secret, ignore_patterns=["run_config.json"])
+    assert "run_config.json" not in hub.commits[-1]["files"]
+
+
+def test_push_to_hub_refuses_a_folder_without_weights(tmp_path, hub, caplog):
+    folder, model = saved_folder(tmp_path)
+    (folder / "model.safetensors").unlink()  # only in the ignored checkpoint-10/
+    (folder / "conversion.py").unlink()  # a module prepare_model_folder would add
+    with pytest.raises(ValueError, match="holds no model weights to upload"):
+        push_to_hub(folder, "me/tiny", endpoint=hub.url, token="hf_fake")
+    assert hub.created == [] and hub.commits == []
+    assert not (folder / "conversion.py").exists()  # refused before the folder was completed
+
+    # without a tokenizer: uploaded, with a warning (the card's examples load one)
+    model.save_pretrained(folder)
+    with caplog.at_level(logging.WARNING, logger="hf_headsel.hub"):
+        push_to_hub(folder, "me/tiny", endpoint=hub.url, token="hf_fake")
+    assert "has no tokenizer or processor files" in caplog.text
+    caplog.clear()
+    (folder / "tokenizer_config.json").write_text("{}")
+    with caplog.at_level(logging.WARNING, logger="hf_headsel.hub"):
+        push_to_hub(folder, "me/tiny", endpoint=hub.url, token="hf_fake")
+    assert "tokenizer" not in caplog.text and hub.errors == []
 
 
 def test_push_to_hub_needs_a_model_folder(tmp_path):

@@ -2,8 +2,8 @@
 """Publishing head-selection models: the one import point for model cards, model folders and Hub uploads.
 
 * [`write_model_card`] (from `model_card.py`): renders `README.md` (metadata with a model-index of per-task
-  WER / BLEU, languages, datasets, tags, base model, license; the tasks, how to load with `task=`, the head-sharing
-  tables and heatmap, the training configuration) from the template in `model_cards/`.
+  WER / BLEU, languages, datasets, tags, base model, license; the tasks, how to load a trained direction, the
+  head-sharing tables and heatmap, the training configuration) from the template in `model_cards/`.
 * [`prepare_model_folder`] (from `model_folder.py`): makes a saved head-selection folder self-contained for
   `trust_remote_code=True`: the flat remote-code modules and the `custom_pipelines` entry of `config.json`.
 * [`create_hub_repo`], [`push_to_hub`] (here): `HfApi.create_repo` + `HfApi.upload_folder` of such a folder
@@ -20,7 +20,9 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
-from huggingface_hub import HfApi
+from huggingface_hub import HfApi, get_token
+from huggingface_hub.utils import DEFAULT_IGNORE_PATTERNS as HUB_IGNORE_PATTERNS
+from huggingface_hub.utils import filter_repo_objects
 
 # Re-exported: `hf_headsel.hub` stays the one import point for publishing (and for imports written before the split).
 from .families import FAMILIES, HEADSEL_MODEL_TYPES, MARIAN, SPEECH2TEXT, Family, family_of
@@ -51,7 +53,15 @@ DEFAULT_IGNORE_PATTERNS = (
     "optimizer.pt",
     "scheduler.pt",
     "rng_state*.pth",
+    "training_args.bin",  # the Trainer's pickled arguments: they hold --hub_token in clear
 )
+# A model folder has weights: one of these (a sharded checkpoint: its index and shards).
+WEIGHT_PATTERNS = ("*.safetensors", "*.bin", "*.safetensors.index.json", "*.bin.index.json")
+# What `save_pretrained` of a tokenizer, feature extractor or processor writes (the card's examples load one).
+PREPROCESSOR_FILES = ("tokenizer_config.json", "tokenizer.json", "preprocessor_config.json", "processor_config.json")
+# Files up to this size are searched for the Hub token before an upload: configs, cards, logs, pickled arguments.
+# Weights are larger, and reading them all again would double the upload's reading.
+MAX_SCANNED_BYTES = 32 * 2**20
 
 
 def create_hub_repo(repo_id: str, *, token: str | bool | None = None, private: bool | None = None,
@@ -61,6 +71,43 @@ def create_hub_repo(repo_id: str, *, token: str | bool | None = None, private: b
     the upload need."""
     url = HfApi(endpoint=endpoint, token=token).create_repo(repo_id, private=private, exist_ok=True, repo_type="model")
     return url.repo_id
+
+
+def _upload_files(folder: Path, ignore_patterns: list[str]) -> list[str]:
+    """The files of `folder` that `HfApi.upload_folder(ignore_patterns=...)` uploads: relative POSIX paths, filtered
+    as it filters them (with the Hub library's own ignored paths, `.git/` and `.cache/huggingface/`)."""
+    paths = sorted(path.relative_to(folder).as_posix() for path in folder.glob("**/*") if path.is_file())
+    return list(filter_repo_objects(paths, ignore_patterns=[*ignore_patterns, *HUB_IGNORE_PATTERNS]))
+
+
+def _refuse_missing_weights(folder: Path, files: list[str]) -> None:
+    """A `ValueError` when no uploaded file is weights: the repository would not load (the weights only in an ignored
+    `checkpoint-*/`, or a failed save)."""
+    if not list(filter_repo_objects(files, allow_patterns=list(WEIGHT_PATTERNS))):
+        raise ValueError(f"{folder} holds no model weights to upload (none of {list(WEIGHT_PATTERNS)} outside the "
+                         "ignored paths): save the model into it first (save_pretrained / trainer.save_model)")
+
+
+def _refuse_token_leaks(folder: Path, files: list[str], token: str | bool | None) -> None:
+    """A `ValueError` naming the uploaded files that hold the Hub token this upload uses (a `--hub_token` in a saved
+    run configuration, say): a repository, public or shared later, would give the token away."""
+    secret = token if isinstance(token, str) else (get_token() if token is not False else None)
+    if not secret:
+        return
+    leaks = [name for name in files if (folder / name).stat().st_size <= MAX_SCANNED_BYTES
+             and secret.encode() in (folder / name).read_bytes()]
+    if leaks:
+        raise ValueError(f"{leaks} in {folder} hold the Hub token this upload uses: take the token out of them, or "
+                         f"leave them out with ignore_patterns={leaks}")
+
+
+def _warn_incomplete(folder: Path, files: list[str]) -> None:
+    """Warn about what the card's examples load but the upload lacks: the card, the tokenizer / processor."""
+    if "README.md" not in files:
+        logger.warning("%s has no README.md: the repository will have no model card (see write_model_card)", folder)
+    if not any(Path(name).name in PREPROCESSOR_FILES for name in files):
+        logger.warning("%s has no tokenizer or processor files (%s): the repository will not load one; save it into "
+                       "the folder first (tokenizer.save_pretrained(folder))", folder, ", ".join(PREPROCESSOR_FILES))
 
 
 def push_to_hub(
@@ -79,8 +126,12 @@ def push_to_hub(
     """Upload a saved model folder to the Hub: `HfApi.create_repo(exist_ok=True)` then `HfApi.upload_folder`.
 
     Everything in the folder goes (weights, config, tokenizer / processor files, `README.md`, plots, remote-code
-    modules) except [`DEFAULT_IGNORE_PATTERNS`] (Trainer checkpoints, logs, optimizer state) and `ignore_patterns`.
-    With `prepare=True` (default) the folder is first completed by [`prepare_model_folder`].
+    modules) except [`DEFAULT_IGNORE_PATTERNS`] (Trainer checkpoints, logs, optimizer state, the pickled training
+    arguments) and `ignore_patterns`. With `prepare=True` (default) the folder is first completed by
+    [`prepare_model_folder`].
+
+    Before anything is created or uploaded, a `ValueError` refuses a folder without weights and one whose files hold
+    the Hub token in use; a folder without a card or a tokenizer / processor is uploaded with a warning.
 
     Args:
         folder: the model folder (must hold a `config.json`).
@@ -99,10 +150,13 @@ def push_to_hub(
     """
     folder = Path(folder)
     read_config(folder)
+    patterns = [*DEFAULT_IGNORE_PATTERNS, *(ignore_patterns or [])]
+    _refuse_missing_weights(folder, _upload_files(folder, patterns))
     if prepare:
         prepare_model_folder(folder)
-    if not (folder / "README.md").is_file():
-        logger.warning("%s has no README.md: the repository will have no model card (see write_model_card)", folder)
+    files = _upload_files(folder, patterns)
+    _refuse_token_leaks(folder, files, token)
+    _warn_incomplete(folder, files)
     api = HfApi(endpoint=endpoint, token=token)
     repo_id = create_hub_repo(repo_id, token=token, private=private, endpoint=endpoint)
     if revision is not None and not revision.startswith("refs/pr/"):  # as the stock `PushToHubMixin.push_to_hub`
@@ -114,8 +168,9 @@ def push_to_hub(
         revision=revision,
         commit_message=commit_message,
         create_pr=create_pr,
-        ignore_patterns=[*DEFAULT_IGNORE_PATTERNS, *(ignore_patterns or [])],
+        ignore_patterns=patterns,
     )
+
 
 __all__ = [
     "DEFAULT_IGNORE_PATTERNS",

@@ -4,8 +4,8 @@
 * [`collect_metrics`] / [`eval_results`] / [`results_table`]: WER / CER / BLEU / chrF scores, from Trainer metrics or
   nested dicts, as model-index entries and as the card's results table.
 * [`render_model_card`] / [`write_model_card`]: `README.md` (metadata with a model-index of per-task scores,
-  languages, datasets, tags, base model, license; the tasks, how to load with `task=`, the head-sharing tables and
-  heatmap, the training configuration) from the template in `model_cards/`.
+  languages, datasets, tags, base model, license; the tasks, how to load a trained direction, the head-sharing
+  tables and heatmap, the training configuration) from the template in `model_cards/`.
 
 `hf_headsel.hub` re-exports these names; uploading is `hub.push_to_hub`.
 """
@@ -13,6 +13,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import re
 import shutil
 from dataclasses import dataclass, replace
@@ -28,6 +29,8 @@ from .model_folder import PACKAGE_DIR, prepare_model_folder
 from .modeling_head_selection import HeadSelectionModelMixin
 from .pipeline_headsel import SPEECH_RECOGNITION, TRANSLATION
 
+logger = logging.getLogger(__name__)
+
 TEMPLATE_NAME = "headsel_model_card_template.md"
 HEATMAP_NAME = "head_sharing.png"
 METRIC_NAMES = {"wer": "WER", "cer": "CER", "bleu": "BLEU", "chrf": "chrF"}
@@ -37,6 +40,8 @@ SPLIT_NAMES = {"eval": "validation", "validation": "validation", "test": "test",
 _METRIC_KEY = re.compile(
     r"^(?:(?P<split>eval|validation|test|predict)_)?(?P<metric>wer|cer|bleu|chrf)(?:_(?P<task>.+))?$"
 )
+# An ISO 639 code, then optional BCP 47 subtags (script, region, ...); `_` is accepted for `-` (`pt_BR`).
+_LANGUAGE_TAG = re.compile(r"^(?P<code>[A-Za-z]{2,3})(?:[-_][A-Za-z0-9]{2,8})*$")
 # Training arguments worth a line in the card (when a `TrainingArguments` object is given).
 TRAINING_KEYS = (
     "learning_rate",
@@ -122,8 +127,13 @@ def _task_label(task: str | None) -> str:
     return "all (pooled)" if task == "pooled" else task
 
 
-def eval_results(records: list[MetricRecord], dataset_name: str, dataset_id: str) -> list[EvalResult]:
-    """The model-index entries of `records`: one result per split and task (`dataset_config` = the task)."""
+def eval_results(records: list[MetricRecord], dataset_name: str | dict[str, str], dataset_id: str) -> list[EvalResult]:
+    """The model-index entries of `records`: one result per split and task (`dataset_config` = the task).
+
+    `dataset_name` names the dataset of every split, or is `{split: name}` where the splits come from different
+    data (a split it does not name is `dataset_id`'s).
+    """
+    names = dataset_name if isinstance(dataset_name, dict) else {}
     results = []
     for record in records:
         speech = record.metric in ERROR_RATES
@@ -132,7 +142,7 @@ def eval_results(records: list[MetricRecord], dataset_name: str, dataset_id: str
                 task_type=SPEECH_RECOGNITION if speech else TRANSLATION,
                 task_name="Speech Recognition" if speech else "Translation",
                 dataset_type=dataset_id,
-                dataset_name=dataset_name,
+                dataset_name=names.get(record.split, dataset_id) if names else dataset_name,
                 dataset_config=record.task if record.task not in (None, "pooled") else None,
                 dataset_split=record.split,
                 metric_type=record.metric,
@@ -204,8 +214,15 @@ def config_rows(config) -> list[tuple[str, str]]:
     return [(key, _format_value(getattr(config, key))) for key in keys if getattr(config, key, None) is not None]
 
 
+def is_secret_key(key: str) -> bool:
+    """Whether a training argument holds a credential: `token` and every `*_token` (`hub_token`), the keys
+    `TrainingArguments.to_dict` masks. A card is public: they stay out of it."""
+    return key == "token" or key.endswith("_token")
+
+
 def training_rows(training_args) -> list[tuple[str, str]]:
-    """Rows for the training configuration: the main fields of a `TrainingArguments`, or every scalar of a dict."""
+    """Rows for the training configuration: the main fields of a `TrainingArguments`, or every scalar of a dict;
+    credentials ([`is_secret_key`]) are left out."""
     if training_args is None:
         return []
     if hasattr(training_args, "to_dict"):
@@ -213,16 +230,43 @@ def training_rows(training_args) -> list[tuple[str, str]]:
         items = [(key, values[key]) for key in TRAINING_KEYS if values.get(key) not in (None, "")]
     else:
         items = [(k, v) for k, v in dict(training_args).items() if isinstance(v, (str, int, float, bool, list, tuple))]
-    return [(key, _format_value(getattr(value, "value", value))) for key, value in items]
+    return [(key, _format_value(getattr(value, "value", value))) for key, value in items if not is_secret_key(key)]
 
 
-def _languages(config, languages: list[str] | None) -> list[str] | None:
+def _languages(config, languages: str | list[str] | None) -> list[str] | None:
+    """The card's languages: `languages` (a string is one language), else the task names of a `"lang"` model that
+    are language tags."""
     if languages is not None:
-        return list(languages) or None
+        return ([languages] if isinstance(languages, str) else list(languages)) or None
     if getattr(config, "task_type", None) != "lang":
         return None
-    names = [t for t in [*config.encoder_tasks, *config.decoder_tasks] if t != "default"]
-    return list(dict.fromkeys(names)) or None
+    names = list(dict.fromkeys(t for t in [*config.encoder_tasks, *config.decoder_tasks] if t != "default"))
+    # task names are the user's: one that is no language tag is left out of the card (with a warning) rather than
+    # failing the card a training run writes at its end
+    unnamed = [name for name in names if not _LANGUAGE_TAG.match(name)]
+    if unnamed:
+        logger.warning("the card's languages leave out the task names %s: they are no ISO 639 code or BCP 47 tag "
+                       "(pass languages=[...] to write_model_card to name them)", unnamed)
+    return [name for name in names if name not in unnamed] or None
+
+
+def language_metadata(languages: list[str] | None) -> dict[str, list[str] | None]:
+    """The card's language fields: `language` takes ISO 639 codes only (the Hub refuses `zh-CN` there), so a tag
+    with subtags (`zh-CN`, `pt_BR`) adds its base code to `language` and the whole tag, in BCP 47 spelling (`pt-BR`),
+    to `language_bcp47`. A name that is no language tag is a `ValueError` (the Hub would refuse the card at upload)."""
+    codes, tags = [], []
+    for name in languages or []:
+        match = _LANGUAGE_TAG.match(name)
+        if match is None:
+            raise ValueError(
+                f"language {name!r} is not a language tag: the card's languages must be ISO 639 codes ('fr', 'zho') "
+                "or BCP 47 tags ('pt-BR', 'zh-Hans-CN')")
+        codes.append(match["code"].lower())
+        tags.append(name.replace("_", "-"))
+    metadata = {"language": list(dict.fromkeys(codes)) or None}
+    if tags != codes:  # only where a tag says more than its code
+        metadata["language_bcp47"] = list(dict.fromkeys(tags))
+    return metadata
 
 
 def _copy_heatmap(heatmap_path, output_dir: Path) -> str | None:
@@ -239,39 +283,84 @@ def _copy_heatmap(heatmap_path, output_dir: Path) -> str | None:
         return HEATMAP_NAME
 
 
-def _usage(family: Family, config, example_task: str, exported: bool) -> dict[str, str]:
-    """The code lines of the card's examples."""
+def _snippets(family: Family) -> tuple[str, str, str]:
+    """(preparing the input, `generate()` and printing, a pipeline call): the last two take `{}` for keywords."""
     if family.pipeline_input == "text":
         prepare = 'inputs = tokenizer(["The cat sat on the mat."], return_tensors="pt", padding=True)\n'
         generate = "print(tokenizer.batch_decode(model.generate(**inputs{}), skip_special_tokens=True))"
-        pipe = 'print(pipe("The cat sat on the mat."{}))'
-    else:
-        prepare = ("# waveform: a 1-D float array sampled at 16 kHz\n"
-                   'inputs = processor(waveform, sampling_rate=16000, return_tensors="pt")\n')
-        generate = ('tokens = model.generate(inputs["input_features"], attention_mask=inputs["attention_mask"]{})\n'
-                    "print(processor.batch_decode(tokens, skip_special_tokens=True))")
-        pipe = 'print(pipe({{"raw": waveform, "sampling_rate": 16000}}{}))'
-    if exported:
-        return {"exported_usage": prepare + generate.format("")}
+        return prepare, generate, 'print(pipe("The cat sat on the mat."{}))'
+    prepare = ("# waveform: a 1-D float array sampled at 16 kHz\n"
+               'inputs = processor(waveform, sampling_rate=16000, return_tensors="pt")\n')
+    generate = ('tokens = model.generate(inputs["input_features"], attention_mask=inputs["attention_mask"]{})\n'
+                "print(processor.batch_decode(tokens, skip_special_tokens=True))")
+    return prepare, generate, 'print(pipe({{"raw": waveform, "sampling_rate": 16000}}{}))'
+
+
+def _keywords(values: dict[str, str]) -> str:
+    """`a="x", b="y"`: keyword arguments of the card's code."""
+    return ", ".join(f"{key}={json.dumps(value)}" for key, value in values.items())
+
+
+def _task_usage(family: Family, config, direction: tuple[str, str], other: tuple[str, str] | None) -> dict[str, str]:
+    """The code of the card's examples: loaded with `direction` as the defaults, one more call routed to `other`."""
+    prepare, generate, pipe = _snippets(family)
     usage, pipeline_usage = prepare + generate.format(""), pipe.format("")
-    other = _other_task_example(config, example_task)
     if other is not None:
-        side, name = other
+        changed = {side: name for side, name, example in zip(SIDES, other, direction) if name != example}
         usage += "\n# another task for this call (a name, or a LongTensor[batch] of task ids):\n"
-        usage += generate.format(f', {side}_task_ids="{name}"')
-        pipeline_usage += "\n" + pipe.format(f', task="{name}"')
-    return {"usage": usage, "pipeline_usage": pipeline_usage}
+        usage += generate.format(", " + _keywords({f"{side}_task_ids": name for side, name in changed.items()}))
+        pipeline_usage += "\n" + pipe.format(", " + _keywords({f"{side}_task": name for side, name in changed.items()}))
+    # every side with a choice is named: a side of several tasks without a default would stop generate()
+    defaults = {f"{side}_task": name for side, name in zip(SIDES, direction) if len(config.tasks(side)) > 1}
+    return {
+        "usage": usage,
+        "pipeline_usage": pipeline_usage,
+        "example_description": ", ".join(f"{side} task `{name}`" for side, name in zip(SIDES, direction)),
+        "load_kwargs": f", {_keywords(defaults)}" if defaults else "",
+        "pipeline_model_kwargs": json.dumps(defaults) if defaults else None,
+        "export_kwargs": _keywords(defaults),
+        "export_label": "-".join(dict.fromkeys(defaults.values())) or direction[1],
+    }
 
 
-def _other_task_example(config, example_task: str) -> tuple[str, str] | None:
-    for side in ("decoder", "encoder"):
-        others = [t for t in config.tasks(side) if t != example_task]
-        if others:
-            return side, others[0]
-    return None
+def _direction_key(config, family: Family, scored: set[tuple[str, str]]):
+    """Sort key of (encoder task, decoder task) pairs for the card's examples: a scored pair first (trained and
+    evaluated), then the usual kind of pair (a translation, from English, the examples' language, for a text
+    `"lang"` model; the same task on both sides for a domain or speech recognition), then task order."""
+    translates = config.task_type == "lang" and family.pipeline_input == "text"
+
+    def key(pair: tuple[str, str]) -> tuple:
+        encoder, decoder = pair
+        return (pair not in scored, (encoder != decoder) != translates, translates and encoder != "en",
+                config.encoder_tasks.index(encoder), config.decoder_tasks.index(decoder))
+
+    return key
 
 
-def _card_variables(model, family: Family, exported_tasks: dict | None) -> dict:
+def example_directions(config, family: Family, records: list[MetricRecord]
+                       ) -> tuple[tuple[str, str], tuple[str, str] | None]:
+    """(encoder task, decoder task) of the card's examples, and of the one more call routed elsewhere (`None`
+    where there is no other pair).
+
+    The example keeps the config's defaults; a scored pair (a metric named `en-de`, or a domain `tedx`) is
+    preferred to an untrained one (`de` -> `de` in a translation model). The other call changes one side of a
+    `"lang"` model (the decoder where it can: another target language), both sides of a domain model.
+    """
+    names = {record.task for record in records}
+    pairs = [(encoder, decoder) for encoder in config.encoder_tasks for decoder in config.decoder_tasks]
+    scored = {(e, d) for e, d in pairs if f"{e}-{d}" in names or (e == d and e in names)}
+    key = _direction_key(config, family, scored)
+    defaults = (config.default_encoder_task, config.default_decoder_task)
+    direction = min((pair for pair in pairs if all(d in (None, t) for d, t in zip(defaults, pair))), key=key)
+    others = [pair for pair in pairs if pair != direction]
+    if config.task_type != "lang":
+        return direction, min(others, key=key, default=None)
+    others = [pair for pair in others if pair[0] == direction[0] or pair[1] == direction[1]]
+    return direction, min(others, key=lambda pair: (pair not in scored, pair[0] != direction[0], key(pair)),
+                          default=None)
+
+
+def _card_variables(model, family: Family, exported_tasks: dict | None, records: list[MetricRecord]) -> dict:
     """The template variables that describe the model itself."""
     variables = {
         "stock_class": family.stock_model_class.__name__, "doc_page": family.stock_model_type,
@@ -281,21 +370,21 @@ def _card_variables(model, family: Family, exported_tasks: dict | None) -> dict:
     }
     if exported_tasks is not None:
         return {**variables, **_exported_variables(model.config, family, exported_tasks)}
-    return {**variables, **_task_variables(model.config, family), "sharing": head_sharing(model)}
+    return {**variables, **_task_variables(model.config, family, records), "sharing": head_sharing(model)}
 
 
 def _exported_variables(config, family: Family, exported_tasks: dict) -> dict:
+    prepare, generate, _ = _snippets(family)
     return {
         "exported": True,
         "exported_tasks": dict(exported_tasks),
         "exported_description": ", ".join(f"{side} task `{name}`" for side, name in exported_tasks.items()),
         "heads_summary": f"{config.encoder_attention_heads} encoder / {config.decoder_attention_heads} decoder",
-        **_usage(family, config, "", exported=True),
+        "exported_usage": prepare + generate.format(""),
     }
 
 
-def _task_variables(config, family: Family) -> dict:
-    example_task = config.default_decoder_task or config.default_encoder_task or config.decoder_tasks[0]
+def _task_variables(config, family: Family, records: list[MetricRecord]) -> dict:
     kind = "language" if config.task_type == "lang" else "domain"
     routing = (
         "The encoder is keyed by the source language and the decoder by the target language, so unseen directions "
@@ -316,11 +405,15 @@ def _task_variables(config, family: Family) -> dict:
         "components": config.head_selection_components or ["none (stock model)"],
         "head_rows": [{"side": side, "heads": config.heads(side), "total": config.total_heads(side)} for side in SIDES],
         "cross_key_description": CROSS_KEY_DESCRIPTIONS[config.cross_attention_task_key],
-        "example_task": example_task,
-        "pipeline_model_kwargs": json.dumps({f"{side}_task": example_task for side in SIDES
-                                             if example_task in config.tasks(side)}),
-        **_usage(family, config, example_task, exported=False),
+        **_task_usage(family, config, *example_directions(config, family, records)),
     }
+
+
+def _dataset_text(dataset_name: str | dict[str, str]) -> str:
+    """The card's line naming the evaluation data: `dev.jsonl (validation), test.jsonl (test)` for names per split."""
+    if isinstance(dataset_name, dict):
+        return ", ".join(f"{name} ({split})" for split, name in dataset_name.items())
+    return dataset_name
 
 
 def hub_model_id(name: str | None) -> str | None:
@@ -335,11 +428,11 @@ def render_model_card(
     *,
     model_name: str | None = None,
     repo_id: str | None = None,
-    dataset_name: str | None = None,
+    dataset_name: str | dict[str, str] | None = None,
     dataset_id: str | None = None,
     base_model: str | None = None,
     license: str = "apache-2.0",
-    languages: list[str] | None = None,
+    languages: str | list[str] | None = None,
     tags: list[str] | None = None,
     heatmap: str | None = None,
     training_args=None,
@@ -368,7 +461,7 @@ def render_model_card(
         tags += ["multilingual" if model.config.task_type == "lang" else "multi-domain", "custom_code"]
     language_config = model.config if headsel else None
     card_data = ModelCardData(
-        language=_languages(language_config, languages) if headsel else languages,
+        **language_metadata(_languages(language_config, languages)),
         license=license,
         library_name="transformers",
         pipeline_tag=family.pipeline_tag,
@@ -379,7 +472,7 @@ def render_model_card(
         eval_results=eval_results(records, dataset_name, dataset_id or "custom") or None,
     )
     metric_names, rows = results_table(records)
-    variables = _card_variables(model, family, exported_tasks)
+    variables = _card_variables(model, family, exported_tasks, records)
     return ModelCard.from_template(
         card_data,
         template_path=str(template or template_path()),
@@ -387,7 +480,7 @@ def render_model_card(
         model_id=repo_id or model_name,
         results=rows,
         metric_names=metric_names,
-        dataset_name=dataset_name if records else None,
+        dataset_name=_dataset_text(dataset_name) if records else None,
         heatmap=heatmap,
         training_rows=training_rows(training_args),
         source_model=f"`{source_model}`" if source_model else None,
@@ -402,11 +495,11 @@ def write_model_card(
     *,
     model_name: str | None = None,
     repo_id: str | None = None,
-    dataset_name: str | None = None,
+    dataset_name: str | dict[str, str] | None = None,
     dataset_id: str | None = None,
     base_model: str | None = None,
     license: str = "apache-2.0",
-    languages: list[str] | None = None,
+    languages: str | list[str] | None = None,
     tags: list[str] | None = None,
     heatmap_path: str | Path | None = None,
     training_args=None,
@@ -424,14 +517,18 @@ def write_model_card(
             `{"eval_bleu": ..., "eval_bleu_fr-en": ...}`, `{"eval": {...}, "predict": {...}}` or
             `{"fr": {"bleu": ...}}` (see [`collect_metrics`]). WER, CER, BLEU and chrF are recognised.
         model_name / repo_id: the model-index name and the id shown in the examples (default: the repo name).
-        dataset_name / dataset_id: the evaluation dataset (a display name, and a Hub dataset id for the metadata).
+        dataset_name / dataset_id: the evaluation dataset (a display name, or `{split: name}` where the validation
+            and test scores come from different files; and a Hub dataset id for the metadata).
         base_model: the checkpoint it was upcycled or fine-tuned from (a Hub id; a local folder is left out).
         license: an SPDX-like Hub license id.
-        languages: the card's languages (default: the task names of a `"lang"` model).
+        languages: the card's languages, ISO 639 codes or BCP 47 tags (a string is one; default: the task names
+            of a `"lang"` model). A tag with subtags (`pt-BR`) puts its code in `language` and the tag in
+            `language_bcp47`; a name that is no language tag is a `ValueError`.
         tags: extra tags.
         heatmap_path: a PNG of the head sharing between tasks: copied into `output_dir` (as `head_sharing.png`)
             unless it is already inside, and embedded.
-        training_args: a `TrainingArguments` (its main fields are listed) or a dict (every scalar is listed).
+        training_args: a `TrainingArguments` (its main fields are listed) or a dict (every scalar is listed), less
+            the credentials (`hub_token`, any `*_token`).
         exported_tasks: for an exported stock model, `{side: task}` it was exported for.
         source_model: for an exported model, the head-selection model it comes from.
         template: a Jinja template to use instead of `model_cards/headsel_model_card_template.md`.

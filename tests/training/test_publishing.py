@@ -4,13 +4,16 @@
 from __future__ import annotations
 
 import json
+from types import SimpleNamespace
 
 import pytest
 from huggingface_hub import ModelCard
 from huggingface_hub import constants as hub_constants
 from recipe_testkit import tiny_flags
 
+from hf_headsel.hub import collect_metrics, eval_results
 from headsel_recipes import run
+from headsel_recipes.publishing import eval_dataset_labels
 from headsel_recipes.tasks import MT
 
 
@@ -34,7 +37,9 @@ def test_training_writes_the_card_and_pushes_once_at_the_end(text_corpus, tmp_pa
     assert (None, eval_results["eval_bleu"]) in scores
     assert ("en-de", eval_results["eval_bleu_en-de"]) in scores
     assert "hf-headsel" in card.data.tags and "me/mt-tiny" in card.text
-    assert str(text_corpus / "train.jsonl") not in card.text and "train.jsonl" in card.text
+    # the scores are on the validation file, and the card names it (not the training data, nor the local path)
+    assert {(r.dataset_name, r.dataset_split) for r in card.data.eval_results} == {("dev.jsonl", "validation")}
+    assert "Dataset: dev.jsonl (validation)." in card.text and "train.jsonl" not in card.text
     # the analysis of the trained model sits beside it, and the card shows the head-sharing heatmap
     analysis = json.loads((out / "analysis.json").read_text())
     assert set(analysis["components"]) == {"encoder_self", "decoder_self"}
@@ -50,7 +55,24 @@ def test_training_writes_the_card_and_pushes_once_at_the_end(text_corpus, tmp_pa
     assert {"modeling_head_selection.py", "modeling_headsel_marian.py", "tokenizer_config.json", "source.spm",
             "analysis.json", "head_sharing_decoder_self.png", "head_load_encoder_self.png"} <= set(files)
     assert not [name for name in files if name.startswith("checkpoint-")]
+    # the Trainer pickles --hub_token into training_args.bin: it stays home, and no uploaded file holds the token
+    assert (out / "training_args.bin").is_file() and "training_args.bin" not in files
+    assert not [name for name, content in files.items() if b"hf_fake" in content]
     assert result.trainer.args.push_to_hub is False
+
+
+def test_each_split_is_labelled_with_its_own_files():
+    data_args = SimpleNamespace(dataset_name=None, manifest_dir=None, train_file=["data/train.jsonl"],
+                                validation_file=["data/dev.jsonl"], test_file=["data/b.jsonl", "data/a.jsonl"])
+    labels = eval_dataset_labels(data_args)
+    assert labels == {"validation": "dev.jsonl", "test": "a.jsonl, b.jsonl"}
+    records = collect_metrics({"eval_bleu_en-de": 30.0, "predict_bleu_en-de": 29.0})
+    assert [(r.dataset_split, r.dataset_name) for r in eval_results(records, labels, "custom")] == [
+        ("validation", "dev.jsonl"), ("test", "a.jsonl, b.jsonl")]
+    manifests = SimpleNamespace(dataset_name=None, manifest_dir="/data/covost", train_file=["train"],
+                                validation_file=["dev"], test_file=None)
+    assert eval_dataset_labels(manifests) == {"validation": "covost/dev"}
+    assert eval_dataset_labels(SimpleNamespace(dataset_name="europarl_st")) == "europarl_st"
 
 
 def test_shared_baseline_gets_the_trainer_card(text_corpus, tmp_path):

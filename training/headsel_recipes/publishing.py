@@ -29,15 +29,29 @@ def take_push_to_hub(training_args) -> bool:
     return asked
 
 
-def dataset_label(data_args) -> str | None:
-    """A display name of the training data for the card: the dataset name, or the names of the files."""
-    if data_args.dataset_name:
-        return data_args.dataset_name
-    files = data_args.train_file or data_args.validation_file or data_args.test_file or []
-    names = sorted({Path(name).name for name in files})
+def files_label(data_args, files: list[str] | None) -> str | None:
+    """A display name of data files: their names (under the manifest folder's name), not the local paths."""
+    names = sorted({Path(name).name for name in files or []})
     if data_args.manifest_dir:
         names = [f"{Path(data_args.manifest_dir).name}/{name}" for name in names]
     return ", ".join(names) or None
+
+
+def dataset_label(data_args) -> str | None:
+    """A display name of the training data (the Trainer's card): the dataset name, or the names of the files."""
+    if data_args.dataset_name:
+        return data_args.dataset_name
+    return files_label(data_args, data_args.train_file or data_args.validation_file or data_args.test_file)
+
+
+def eval_dataset_labels(data_args) -> str | dict[str, str] | None:
+    """The data the card's scores were computed on: the dataset name (its splits), or `{split: files}`, each split
+    named by its own files (validation scores come from --validation_file, not the training data)."""
+    if data_args.dataset_name:
+        return data_args.dataset_name
+    labels = {split: files_label(data_args, files)
+              for split, files in (("validation", data_args.validation_file), ("test", data_args.test_file))}
+    return {split: label for split, label in labels.items() if label} or None
 
 
 def analysis_heatmap(model, output_dir: Path) -> Path | None:
@@ -67,7 +81,7 @@ def publish(trainer, metrics: dict, model_args, data_args, training_args, push: 
         heatmap_path = heatmap_path or analysis_heatmap(model, output_dir)
         card = write_model_card(
             output_dir, model, {k: v for k, v in metrics.items() if k != "train"}, repo_id=repo_id,
-            dataset_name=dataset_label(data_args), dataset_id=data_args.dataset_name,
+            dataset_name=eval_dataset_labels(data_args), dataset_id=data_args.dataset_name,
             base_model=model_args.model_name_or_path, heatmap_path=heatmap_path, training_args=training_args,
         )  # fmt: skip
     else:
