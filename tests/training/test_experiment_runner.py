@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -19,9 +20,11 @@ import yaml
 from recipe_testkit import TINY_TEXT, text_rows, write_jsonl
 
 import headsel_recipes.cli.experiment as experiment_cli
+import headsel_recipes.experiment.runner as runner_module
 from headsel_recipes import run
 from headsel_recipes.cli.experiment import main as run_experiment_command
 from headsel_recipes.experiment.runner import CLAIM_FILE, Lane, plan_runs, run_experiment, run_flags, train_all
+from headsel_recipes.experiment.lanes import STALE_SECONDS
 from headsel_recipes.experiment.spec import parse_experiment
 from headsel_recipes.experiment.tables import UNSUPPORTED
 from headsel_recipes.results_keys import TRAIN_LOSS_EVAL_MODE, TRAIN_LOSS_TRAIN_MODE, score_key, unusable_key
@@ -193,13 +196,61 @@ def test_systems_option_trains_only_those_and_their_sources(tmp_path):
     assert sorted(path.parent.name for path in calls) == ["group", "group"]
 
 
-def lanes_experiment(tmp_path):
+def lanes_experiment(tmp_path, output_dir: Path | None = None, **changes):
+    """Joint, Adapter (from Joint) and Group x seeds 1 and 2 (`changes`: keys of the file to set otherwise)."""
     return parse_experiment({
         "recipe": "st", "output_dir": str(tmp_path / "exp"), "seeds": [1, 2], "budget": {"max_steps": 5},
         "systems": [{"name": "Joint", "flags": {"shared_baseline": True}},
                     {"name": "Adapter", "init_from": "Joint", "flags": {"task_adapter_dim": 4}},
                     {"name": "Group", "flags": {"head_selection_strategy": "group"}}],
-        "tables": ["per_domain"]})
+        "tables": ["per_domain"], **changes}, output_dir)
+
+
+LANES_SCORES = {"joint": {"tedx": 10.0}, "adapter": {"tedx": 12.0}, "group": {"tedx": 11.0}}
+
+
+def test_runs_trained_with_other_flags_stop_the_experiment_before_any_run_trains(tmp_path):
+    """An experiment file edited after some runs trained: skipping its finished runs (or resuming one from its
+    checkpoint) would put two settings in one table, so it is an error naming the runs and changed flags, also for
+    the tables alone. A moved experiment folder, or runs only planned (a dry run), change nothing."""
+    run_experiment(lanes_experiment(tmp_path), TASKS, fake_recipe(LANES_SCORES, calls := []))
+    (tmp_path / "exp/runs/group/seed2/predict_results.json").unlink()  # interrupted: its last checkpoint is left
+    (tmp_path / "exp/runs/group/seed2/checkpoint-3").mkdir()
+    calls.clear()
+    edited = lanes_experiment(tmp_path, budget={"max_steps": 500})
+    for tables_only in (False, True):
+        with pytest.raises(ValueError) as error:
+            run_experiment(edited, TASKS, fake_recipe(LANES_SCORES, calls), tables_only=tables_only)
+        message = str(error.value)
+        assert "6 run(s) trained with other flags than the experiment file now gives them" in message
+        assert f"{tmp_path / 'exp/runs/group/seed2'}: max_steps 5 -> 500" in message
+        assert "its own folder" in message and "delete those run folders" in message
+    assert calls == []
+
+    shutil.copytree(tmp_path / "exp", tmp_path / "moved")  # Adapter's source path moves with the folder
+    run_experiment(lanes_experiment(tmp_path, tmp_path / "moved"), TASKS, fake_recipe(LANES_SCORES, calls))
+    assert calls == [tmp_path / "moved/runs/group/seed2"]  # only the interrupted run
+
+    planned = lanes_experiment(tmp_path, tmp_path / "planned")
+    assert run_experiment(planned, TASKS, fake_recipe(LANES_SCORES, calls), dry_run=True) is None
+    calls.clear()
+    run_experiment(lanes_experiment(tmp_path, tmp_path / "planned", budget={"max_steps": 500}), TASKS,
+                   fake_recipe(LANES_SCORES, calls))
+    assert len(calls) == 6
+
+
+def test_runs_whose_source_never_finished_are_named(tmp_path, caplog):
+    """A run whose `init_from` source failed is not started, and the log says so."""
+    def joint_fails(task, args):  # Joint's runs end without results
+        if Path(json.loads(Path(args[0]).read_text())["output_dir"]).parent.name != "joint":
+            fake_recipe(LANES_SCORES, [])(task, args)
+
+    with caplog.at_level("WARNING", logger="headsel_recipes.experiment"):
+        trained = train_all(lanes_experiment(tmp_path), TASKS["st"], joint_fails, poll_seconds=0.01)
+    assert sorted((run.system.name, run.seed) for run in trained) == [("Group", 1), ("Group", 2), ("Joint", 1),
+                                                                      ("Joint", 2)]
+    assert "2 run(s) not started, their init_from source never finished" in caplog.text
+    assert f"{tmp_path / 'exp/runs/adapter/seed1'} (from Joint)" in caplog.text
 
 
 def test_runs_that_did_not_learn_are_named_in_the_report(tmp_path, caplog):
@@ -338,6 +389,105 @@ def test_lane_claims_skip_live_lanes_and_take_over_stopped_ones(tmp_path):
     assert claim.read_text().split()[2] == lane.id and not lane.held_by_another(run)
     assert Lane().held_by_another(run)  # this process, another lane
     lane.release(run)
+    assert not claim.exists()
+
+
+def test_stale_claims_are_taken_over_whatever_their_pid_or_host(tmp_path):
+    """A claim is stale when its lane's process no longer runs, even where its pid runs another process (the start
+    time differs), and, where the process cannot be checked (another machine, or a claim in the older format), when
+    neither the claim (its heartbeat) nor the run folder changed for `STALE_SECONDS`: e.g. the claims an archive of
+    finished runs carries."""
+    run = plan_runs(lanes_experiment(tmp_path))[0]
+    run.output_dir.mkdir(parents=True)
+    claim, lane, here = run.output_dir / CLAIM_FILE, Lane(), socket.gethostname()
+    long_ago = time.time() - 2 * STALE_SECONDS
+
+    def taken_over(text: str, touched: float | None = None) -> bool:
+        """Whether `lane` takes over the claim `text` (last touched at `touched`, default now)."""
+        claim.write_text(text)
+        if touched is not None:
+            os.utime(claim, (touched, touched))
+        taken = lane.claim(run)
+        if taken:
+            lane.release(run)
+        return taken
+
+    assert taken_over(f"{here} {os.getpid()} abc\n", long_ago)  # older format: the pid runs, no heartbeat for long
+    assert not taken_over(f"{here} {os.getpid()} abc\n")
+    this_process = Lane().text().split()  # host pid lane boot start
+    assert taken_over(f"{here} {os.getpid()} abc {this_process[3]} 1\n")  # the pid of a process started at another time
+    assert not taken_over(f"{here} {os.getpid()} abc {this_process[3]} {this_process[4]}\n", long_ago)  # it runs
+    assert taken_over("other-host 557 dc47290c7b18\n", long_ago)  # another machine (or its copied folder), silent
+    assert not taken_over("other-host 557 dc47290c7b18\n")  # its heartbeat is recent
+    (run.output_dir / "checkpoint-100").mkdir()
+    (run.output_dir / "checkpoint-100" / "trainer_state.json").write_text("{}")
+    assert not taken_over("other-host 557 dc47290c7b18\n", long_ago)  # its run still progresses
+
+
+def test_a_lane_waits_for_a_held_run_saying_so_and_takes_it_once_stale(tmp_path, monkeypatch, caplog):
+    experiment = lanes_experiment(tmp_path, seeds=[1], systems=[{"name": "Group"}])
+    run = plan_runs(experiment)[0]
+    run.output_dir.mkdir(parents=True)
+    claim = run.output_dir / CLAIM_FILE
+    claim.write_text("other-host 557 dc47290c7b18\n")
+    waits = []
+
+    def wait(seconds):  # the other lane stops: its heartbeat ages
+        waits.append(seconds)
+        assert len(waits) < 3, "still waiting for a stale claim"
+        os.utime(claim, (time.time() - 2 * STALE_SECONDS,) * 2)
+
+    monkeypatch.setattr(runner_module.time, "sleep", wait)
+    with caplog.at_level("INFO", logger="headsel_recipes.experiment"):
+        trained = train_all(experiment, TASKS["st"], fake_recipe(LANES_SCORES, []), poll_seconds=0.5)
+    assert trained == [run] and waits == [0.5]
+    assert (f"waiting for 1 run(s) other lanes hold (a claim is taken over once stale, see "
+            f"headsel_recipes.experiment.lanes): {run.output_dir} (lane dc47290c7b18 on other-host, pid 557"
+            ) in caplog.text
+    assert "taking over the stale claim of lane dc47290c7b18" in caplog.text
+    assert not claim.exists()
+
+
+def test_two_lanes_taking_over_one_stale_claim_hold_it_once(tmp_path, monkeypatch):
+    """Lane 2 finds a claim stale, then lane 1 takes it over before lane 2 acts: lane 2 leaves the run to lane 1, and
+    a lane releases only its own claim."""
+    run = plan_runs(lanes_experiment(tmp_path))[0]
+    run.output_dir.mkdir(parents=True)
+    stopped = subprocess.Popen([sys.executable, "-c", "pass"])
+    stopped.wait()
+    claim = run.output_dir / CLAIM_FILE
+    claim.write_text(f"{socket.gethostname()} {stopped.pid} abc\n")
+    lane1, lane2 = Lane(), Lane()
+    looked = Lane.held_by_another
+
+    def looked_then_paused(self, run):
+        held = looked(self, run)
+        if self is lane2:
+            assert lane1.claim(run)
+        return held
+
+    monkeypatch.setattr(Lane, "held_by_another", looked_then_paused)
+    assert not lane2.claim(run)
+    monkeypatch.undo()
+    assert claim.read_text().split()[2] == lane1.id
+    lane2.release(run)
+    assert claim.read_text().split()[2] == lane1.id
+    lane1.release(run)
+    assert not list(run.output_dir.glob(f"{CLAIM_FILE}*"))
+
+
+def test_a_held_run_s_claim_beats(tmp_path):
+    """While a lane trains a run it touches the claim: the heartbeat lanes on other machines judge it by."""
+    run = plan_runs(lanes_experiment(tmp_path))[0]
+    lane = Lane(heartbeat_seconds=0.01)
+    assert lane.claim(run)
+    claim = run.output_dir / CLAIM_FILE
+    with lane.holding(run):
+        os.utime(claim, (0, 0))
+        deadline = time.monotonic() + 10
+        while claim.stat().st_mtime == 0 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert claim.stat().st_mtime > 0
     assert not claim.exists()
 
 

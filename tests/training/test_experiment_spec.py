@@ -27,6 +27,27 @@ from headsel_recipes.experiment.spec import load_experiment, parse_experiment
         ({"seeds": []}, "seeds"),
         ({"budget": {"seed": 3}}, "sets output_dir, seed and data_seed"),
         ({"systems": [{"name": "A", "flags": {"model_name_or_path": "x"}}]}, "init_from"),
+        # a typo, or a value of the wrong shape, is an error naming the rule, not a default or a traceback
+        ({"tables": [{"layout": "per_task", "vaule": "low"}]}, r"the per_task table: unknown keys \['vaule'\]"),
+        ({"tables": [{"layout": "sweep", "plot": "no"}]}, "`plot` must be true or false"),
+        ({"groups": {"high": "en-de"}}, r"`groups.high` must be a list of group names"),
+        ({"groups": {"high": None}}, r"`groups.high` must be a list of group names"),
+        ({"groups": ["en-de"]}, r"`groups` must be a mapping"),
+        ({"systems": {"name": "A"}}, r"`systems` must be a list"),
+        ({"systems": ["A"]}, "every system is a mapping with a `name`"),
+        ({"flags": ["use_cpu"]}, r"`flags` must be a mapping"),
+        ({"systems": [{"name": "A", "flags": ["use_cpu"]}]}, r"`systems\[A\].flags` must be a mapping"),
+        ({"systems": [{"name": "A", "parts": ["tedx", "covost"]}]}, r"`systems\[A\].parts` must be a mapping"),
+        ({"systems": [{"name": "A", "parts": {"p": {"seed": 7}}}]}, r"system 'A', part 'p', sets \['seed'\]"),
+        ({"systems": [{"name": "A", "sweep": {"label": "s", "values": [7, 8], "flags": ["seed"]}}]},
+         r"system 'A''s sweep sets \['seed'\]"),
+        ({"systems": [{"name": "A", "sweep": {"label": "H'", "values": [8], "flags": "total_heads"}}]},
+         "the sweep's `flags` must be a non-empty list of flag names"),
+        ({"systems": [{"name": "A", "zero_shot": "false"}]}, "`zero_shot` must be true or false"),
+        ({"metric": "belu"}, r"`metric` must be a metric the recipes score, one of \['bleu', 'wer'\]"),
+        # a run starts from its source's run of the same part: both systems have the same parts, or none
+        ({"systems": [{"name": "J"}, {"name": "A", "init_from": "J", "parts": {"tedx": {}}}]}, "the same parts"),
+        ({"systems": [{"name": "J", "parts": {"tedx": {}}}, {"name": "A", "init_from": "J"}]}, "the same parts"),
     ],
 )
 def test_invalid_experiments_name_the_rule(change, rule, tmp_path):
@@ -124,6 +145,14 @@ def test_extends_merges_the_settings_and_picks_the_systems(tmp_path):
         ({"extends": "missing.yaml"}, r"`extends: missing.yaml` is not a file"),
         ({"extends": "child.yaml"}, "`extends` makes a cycle"),
         ({"flags": ["use_cpu"]}, "`flags` is merged key by key into the file it extends: it must be a mapping"),
+        # what else decides a run folder's content: the recipe, the split, a system redefined in the base's folder
+        ({"recipe": "st", "split": "eval"}, "it changes the recipe and split of the file it extends but keeps"),
+        ({"systems": [{"name": "Shared", "flags": {"shared_baseline": True, "max_steps": 9000}}]},
+         r"changes the systems \['Shared'\] of the file it extends but keeps its output_dir 'out/base'"),
+        ({"systems": [{"name": "shared", "flags": {"head_selection_strategy": "group"}}]},  # the same folder
+         r"changes the systems \['shared'\]"),
+        ({"systems": ["Shared", {"name": "Adapters", "init_from": "Shared", "flags": {"task_adapter_dim": 32},
+                                 "parts": {"a": {}}}]}, r"changes the systems \['Adapters'\]"),
     ],
 )
 def test_extends_names_the_rule_a_file_breaks(changes, rule, tmp_path):
@@ -131,6 +160,17 @@ def test_extends_names_the_rule_a_file_breaks(changes, rule, tmp_path):
     path = write_yaml(tmp_path / "child.yaml", {"extends": "base.yaml", **changes})
     with pytest.raises(ValueError, match=rule):
         load_experiment(path)
+
+
+def test_extends_may_keep_the_output_dir_when_the_runs_are_the_same(tmp_path):
+    """Labels, seeds and tables do not change what a run folder holds; a system taken whole, or given again with the
+    same flags, neither."""
+    write_yaml(tmp_path / "base.yaml", BASE)
+    path = write_yaml(tmp_path / "child.yaml", {
+        "extends": "base.yaml", "seeds": [3], "tables": ["per_task"],
+        "systems": ["Shared", {"name": "Adapters", "init_from": "Shared", "flags": {"task_adapter_dim": 32},
+                               "labels": {"strategy": "adapters"}}]})
+    assert load_experiment(path).output_dir == Path("out/base")
 
 
 def test_the_command_prints_a_file_resolved(tmp_path, capsys):

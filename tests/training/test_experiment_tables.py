@@ -12,9 +12,12 @@ from headsel_recipes.experiment.spec import System, parse_experiment
 from headsel_recipes.experiment.tables import UNSUPPORTED, Cell, build_table, mean_std
 
 
-def scored(name: str, per_seed: list[dict[str, float]], zero_shot: bool = True, labels: dict | None = None):
+def scored(name: str, per_seed: list[dict[str, float]], zero_shot: bool = True, labels: dict | None = None,
+           seeds: list[int] | None = None):
+    """A system's scores, per seed (seeds 1, 2, ... unless `seeds` names them)."""
     entry = SystemScores(System(name, labels=labels or {}), zero_shot=zero_shot)
-    entry.seeds = {seed: SeedScores(groups=dict(groups)) for seed, groups in enumerate(per_seed)}
+    seeds = seeds or list(range(1, len(per_seed) + 1))
+    entry.seeds = {seed: SeedScores(groups=dict(groups)) for seed, groups in zip(seeds, per_seed)}
     return entry
 
 
@@ -33,8 +36,8 @@ def test_avg_high_low_and_unsupported_zero_shot_tables():
     scores = {
         "Transformer": scored("Transformer", [{"en-de": 30, "en-fr": 34, "en-gu": 5, "de-fr": 10},
                                               {"en-de": 32, "en-fr": 36, "en-gu": 7, "de-fr": 12}]),
-        "Adapter": scored("Adapter", [{"en-de": 33, "en-fr": 35, "en-gu": 8, "de-fr": 1}], zero_shot=False),
-    }
+        "Adapter": scored("Adapter", [{"en-de": 33, "en-fr": 35, "en-gu": 8, "de-fr": 1}] * 2, zero_shot=False),
+    }  # both over seeds 1 and 2: cells over different seeds are not ranked
     spec = experiment.tables[0].__class__("avg_high_low", "Table 1")
     table = build_table(spec, scores, experiment, "bleu")
     transformer, adapter = (dict(zip(table.header[1:], cells)) for _, cells in table.rows)
@@ -44,11 +47,12 @@ def test_avg_high_low_and_unsupported_zero_shot_tables():
 
     spec4 = spec.__class__("train_zero_shot", "Table 4")
     rows = dict(build_table(spec4, scores, experiment, "bleu").rows)
-    assert [c.format() for c in rows["Adapter"]] == [UNSUPPORTED, "25.3", UNSUPPORTED]
+    assert [c.format() for c in rows["Adapter"]] == [UNSUPPORTED, "25.3 ± 0.0", UNSUPPORTED]
     assert rows["Transformer"][2] == Cell(mean=11.0, std=pytest.approx(2 ** 0.5), seeds=2)
 
     markdown = build_table(spec.__class__("per_task", "Table 2"), scores, experiment, "bleu").markdown()
-    assert "| Adapter | unsupported | unsupported | **33.0** | 35.0 | **8.0** |" in markdown  # en-fr: a tie
+    # en-fr: a tie
+    assert "| Adapter | unsupported | unsupported | **33.0 ± 0.0** | 35.0 ± 0.0 | **8.0 ± 0.0** |" in markdown
     assert "| Transformer | 20.8 ± 1.4 | 11.0 ± 1.4 | 31.0 ± 1.4 | 35.0 ± 1.4 | 6.0 ± 1.4 |" in markdown
     assert markdown.splitlines()[2] == "| System | AVG | de-fr | en-de | en-fr | en-gu |"
 
@@ -77,7 +81,7 @@ def test_cells_over_fewer_seeds_say_so_and_averages_need_every_group():
     rows = dict(build_table(experiment.tables[0].__class__("per_task", "T"), scores, experiment, "bleu").rows)
     assert rows["A"][0].format() == "24.7 ± 0.0"
     assert rows["B"][0].format() == "missing"  # not a mean over de and fr beside A's mean over three groups
-    assert rows["B"][1].format() == "30.5 ± 0.7 (2 of 3 seeds)"
+    assert rows["B"][1].format() == "30.5 ± 0.7 (seeds 1, 2 of 1-3)"
 
 
 def test_a_pivot_cell_two_systems_label_is_refused():
@@ -85,3 +89,27 @@ def test_a_pivot_cell_two_systems_label_is_refused():
         parse_experiment({"recipe": "asr", "output_dir": "unused", "systems": [
             {"name": name, "labels": {"strategy": "group", "components": "encoder"}} for name in ("a", "b")],
             "tables": [{"layout": "components", "title": "T", "rows": "strategy", "columns": "components"}]})
+
+
+def test_cells_over_different_seeds_are_not_ranked_and_name_their_seeds():
+    """A seed can move every system's score more than the systems differ: A over seeds 1 and 2 and B over seeds 2 and
+    3 do not compare (B is behind on seed 2, yet its mean is ahead), so no cell of such a column is bold and the note
+    says why. A partial cell names its seeds."""
+    experiment = parse_experiment({"recipe": "mt", "output_dir": "unused", "systems": [{"name": "x"}],
+                                   "seeds": [1, 2, 3]})
+    spec = experiment.tables[0].__class__("per_task", "T")
+    scores = {"A": scored("A", [{"de": 10}, {"de": 12}], seeds=[1, 2]),
+              "B": scored("B", [{"de": 11}, {"de": 19}], seeds=[2, 3])}
+    table = build_table(spec, scores, experiment, "bleu")
+    assert [c.format() for c in dict(table.rows)["B"]] == ["15.0 ± 5.7 (seeds 2, 3 of 1-3)"] * 2
+    assert dict(table.rows)["A"][1].to_json()["seed_ids"] == [1, 2]
+    markdown = table.markdown()
+    assert "**" not in markdown
+    assert "No bold in AVG, de: the cells average different seeds" in markdown
+    # over the same seeds, the best is bold again; a cell over one seed names it
+    scores["A"] = scored("A", [{"de": 12}, {"de": 20}], seeds=[2, 3])
+    markdown = build_table(spec, scores, experiment, "bleu").markdown()
+    assert "| A | **16.0 ± 5.7 (seeds 2, 3 of 1-3)** | **16.0 ± 5.7 (seeds 2, 3 of 1-3)** |" in markdown
+    assert "No bold" not in markdown
+    one = build_table(spec, {"C": scored("C", [{"de": 5}], seeds=[2])}, experiment, "bleu")
+    assert one.rows[0][1][0].format() == "5.0 (seed 2 of 1-3)"

@@ -2,13 +2,15 @@
 """Experiments: systems x seeds trained and scored by one recipe, summarised in the paper's tables.
 
 * [`spec`]: the experiment file (YAML) — systems, budget, seeds, groups, tables — read and checked;
-* [`runner`]: the runs, their flags, the lanes that share them, training ([`train_all`], [`run_experiment`]);
+* [`runner`]: the runs, their flags, training ([`train_all`], [`run_experiment`]); [`lanes`]: the claims by which
+  several lanes share the runs;
 * [`scores`]: the finished runs' scores; [`tables`]: the layouts, the plots, `results.json` / `results.md`.
 
 The command line: `headsel-experiment` ([`headsel_recipes.cli.experiment`]).
 """
 
-from .runner import CLAIM_FILE, Lane, Run, plan_runs, run_experiment, run_flags, train_all
+from .lanes import CLAIM_FILE, Lane
+from .runner import Run, plan_runs, run_experiment, run_flags, train_all
 from .scores import SeedScores, SystemScores, collect_scores, supports_zero_shot
 from .spec import Experiment, System, TableSpec, load_experiment, parse_experiment, run_dir
 from .tables import Cell, Table, build_table, report

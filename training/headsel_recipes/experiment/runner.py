@@ -1,5 +1,6 @@
 # Copyright 2026 The hf-headsel authors. Licensed under the Apache License, Version 2.0.
-"""Training an experiment: its runs (system x seed x part), their recipe flags, and the lanes that share them.
+"""Training an experiment: its runs (system x seed x part), their recipe flags, and the lanes that share them
+([`headsel_recipes.experiment.lanes`]).
 
 [`train_all`] trains every run without results, in-process, one after the other; [`run_experiment`] trains, then
 reports ([`headsel_recipes.experiment.tables.report`]). The file format: [`headsel_recipes.experiment.spec`].
@@ -11,11 +12,10 @@ import gc
 import json
 import logging
 import os
-import socket
 import time
 import uuid
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from tqdm.auto import tqdm
@@ -23,8 +23,11 @@ from tqdm.auto import tqdm
 from ..arguments import RecipeTask, parse_arguments
 from ..recipe import check_flags
 from ..results_keys import results_path
+from .lanes import CLAIM_FILE, Lane
 from .spec import Experiment, System, run_dir, training_order
 from .tables import report
+
+__all__ = ["CLAIM_FILE", "Lane", "Run", "check_unchanged", "plan_runs", "run_experiment", "run_flags", "train_all"]
 
 logger = logging.getLogger("headsel_recipes.experiment")
 
@@ -87,63 +90,79 @@ def results_file(experiment: Experiment, run: Run) -> Path:
 
 RecipeRunner = Callable[[RecipeTask, list[str]], object]
 
+RUN_CONFIG = "run_config.json"
+# The keys of a run's flags that say where it lies and how it restarts, not what it trains: a moved experiment folder
+# (`--output_dir`) or another resume setting leaves its trained runs valid.
+PLACE_KEYS = ("output_dir", "resume_from_checkpoint")
 
-CLAIM_FILE = "lane.claim"
+
+class Unset:
+    """A flag a run's stored flags, or the experiment's flags for it, leave out."""
+
+    def __repr__(self) -> str:
+        return "unset"
 
 
-@dataclass(frozen=True)
-class Lane:
-    """One `train_all` call among several training the same experiment; its claims read `host pid lane-id`."""
+UNSET = Unset()
 
-    id: str = field(default_factory=lambda: uuid.uuid4().hex[:12])
 
-    def claim(self, run: Run) -> bool:
-        """Create the run's claim file exclusively (taking over a stale one); whether this lane now holds the run."""
-        run.output_dir.mkdir(parents=True, exist_ok=True)
-        path = run.output_dir / CLAIM_FILE
-        if path.exists() and not self.held_by_another(run):
-            path.unlink(missing_ok=True)  # left by a lane that stopped
-        # Written beside it, then linked into place: the claim appears whole or not at all (`os.link` refuses an
-        # existing name), so no lane ever reads a half-written claim.
-        draft = run.output_dir / f"{CLAIM_FILE}.{self.id}"
-        draft.write_text(f"{socket.gethostname()} {os.getpid()} {self.id}\n")
-        try:
-            os.link(draft, path)
-        except FileExistsError:
-            return False
-        finally:
-            draft.unlink(missing_ok=True)
-        return True
+def trained_any(experiment: Experiment, run: Run) -> bool:
+    """Whether the run trained: its results file or a checkpoint exists (its `run_config.json` alone is a plan: a dry
+    run, or a lane that stopped before training, wrote it)."""
+    return results_file(experiment, run).exists() or any(run.output_dir.glob("checkpoint-*"))
 
-    def held_by_another(self, run: Run) -> bool:
-        """Whether another live lane holds the run: a claim from another machine counts as live, one from this
-        machine while its process runs, one that does not read `host pid lane-id` too."""
-        try:
-            fields = (run.output_dir / CLAIM_FILE).read_text().split()
-        except FileNotFoundError:
-            return False
-        if len(fields) != 3:
-            return True
-        host, pid, lane = fields
-        if lane == self.id:
-            return False
-        if host != socket.gethostname():
-            return True
-        try:
-            os.kill(int(pid), 0)
-        except ProcessLookupError:
-            return False
-        except PermissionError:
-            pass
-        return True
 
-    def release(self, run: Run) -> None:
-        (run.output_dir / CLAIM_FILE).unlink(missing_ok=True)
+def changed_flags(experiment: Experiment, run: Run) -> dict[str, tuple]:
+    """The flags the run's stored `run_config.json` holds that the experiment now gives it otherwise: flag -> (then,
+    now); `{}` without a stored file. Paths inside the experiment folder are compared as moved with it."""
+    path = run.output_dir / RUN_CONFIG
+    if not path.exists():
+        return {}
+    then = moved_into(json.loads(path.read_text()), experiment, run)
+    now = json.loads(json.dumps(run_flags(experiment, run)))  # as stored: tuples as lists
+    keys = sorted((set(then) | set(now)) - set(PLACE_KEYS))
+    return {key: (then.get(key, UNSET), now.get(key, UNSET)) for key in keys
+            if then.get(key, UNSET) != now.get(key, UNSET)}
+
+
+def moved_into(stored: dict, experiment: Experiment, run: Run) -> dict:
+    """A run's stored flags with its `init_from` source path moved from the experiment folder they were written in
+    (read off their `output_dir`) to the experiment's folder now."""
+    depth = len(run.output_dir.relative_to(experiment.output_dir).parts)
+    written_in = Path(str(stored.get("output_dir", "")))
+    source = stored.get("model_name_or_path")
+    if len(written_in.parts) <= depth or not isinstance(source, str):
+        return stored
+    try:
+        inside = Path(source).relative_to(written_in.parents[depth - 1])
+    except ValueError:  # a model outside the experiment folder (a hub name, a stock checkpoint)
+        return stored
+    return {**stored, "model_name_or_path": str(experiment.output_dir / inside)}
+
+
+def check_unchanged(experiment: Experiment, runs: Sequence[Run]) -> None:
+    """Before anything trains: a run that trained (finished, or with a checkpoint to resume from) with other flags
+    than the experiment now gives it is an error naming the changed flags. Skipping or resuming it would put runs of
+    two settings in one table."""
+    changed = {run.output_dir: diff for run in runs if trained_any(experiment, run)
+               and (diff := changed_flags(experiment, run))}
+    if not changed:
+        return
+    lines = [f"{folder}: " + ", ".join(f"{key} {then!r} -> {now!r}" for key, (then, now) in diff.items())
+             for folder, diff in changed.items()]
+    raise ValueError(
+        f"experiment {experiment.name}: {len(changed)} run(s) trained with other flags than the experiment file now "
+        "gives them (their run_config.json), so skipping or resuming them would mix two settings in one table:\n  "
+        + "\n  ".join(lines[:10]) + (f"\n  ... and {len(lines) - 10} more" if len(lines) > 10 else "")
+        + "\nTrain the changed experiment into its own folder (`output_dir:` in the file, or --output_dir), or "
+        "delete those run folders to train them again with the new flags.")
 
 
 def next_run(experiment: Experiment, runs: list[Run], lane: Lane, tried: list[Run], poll_seconds: float) -> Run | None:
     """The next run `lane` claims: unfinished, not tried by this lane, its `init_from` source finished. Waits while
-    the only runs left are held by other lanes (or wait on a source they hold); `None` when nothing is left."""
+    the only runs left are held by other lanes (or wait on a source they hold), logging them when they change; `None`
+    when nothing is left (the runs left waiting on a source that never finished are logged)."""
+    logged: list[Path] = []
     while True:
         left = [run for run in runs if not results_file(experiment, run).exists() and run not in tried]
         for run in left:
@@ -152,9 +171,25 @@ def next_run(experiment: Experiment, runs: list[Run], lane: Lane, tried: list[Ru
                     lane.release(run)
                     continue
                 return run
-        if not any(lane.held_by_another(run) for run in left):
+        held = {run.output_dir: claim for run in left if (claim := lane.holder(run)) is not None}
+        if not held:
+            log_unstarted(experiment, left)
             return None
+        if list(held) != logged:  # the held runs changed: say which, and who holds them
+            logger.info("experiment %s: waiting for %d run(s) other lanes hold (a claim is taken over once stale, see "
+                        "headsel_recipes.experiment.lanes): %s", experiment.name, len(held),
+                        "; ".join(f"{folder} ({claim.describe()})" for folder, claim in held.items()))
+            logged = list(held)
         time.sleep(poll_seconds)
+
+
+def log_unstarted(experiment: Experiment, left: list[Run]) -> None:
+    """Warn of the runs this lane leaves unstarted because their `init_from` source never finished."""
+    waiting = [run for run in left if not source_finished(experiment, run)]
+    if waiting:
+        logger.warning("experiment %s: %d run(s) not started, their init_from source never finished (it failed, or "
+                       "was not trained): %s", experiment.name, len(waiting),
+                       "; ".join(f"{run.output_dir} (from {run.system.init_from})" for run in waiting))
 
 
 def source_finished(experiment: Experiment, run: Run) -> bool:
@@ -172,12 +207,16 @@ def train_all(experiment: Experiment, task: RecipeTask, runner: RecipeRunner, dr
     flags checked ([`check_flags`]) before the first run trains; a dry run stops there and lists the commands.
     Returns the runs this call trained.
 
+    A run that already trained with other flags than the experiment now gives it is an error before anything trains
+    ([`check_unchanged`]).
+
     Lanes: the same experiment started N times (on one machine, or on machines sharing the folder) trains in N lanes.
     A lane claims a run before training it (`lane.claim` in the run folder, created exclusively), skips runs other
     live lanes hold, and waits (`poll_seconds`) for a run whose `init_from` source another lane is still training.
-    A claim left by a stopped lane on this machine is taken over. With `systems`, only those systems' runs (and
-    their `init_from` sources') are trained."""
+    A stale claim (its lane stopped: [`headsel_recipes.experiment.lanes`]) is taken over. With `systems`, only those
+    systems' runs (and their `init_from` sources') are trained."""
     runs = plan_runs(experiment, systems)
+    check_unchanged(experiment, runs)
     todo = [run for run in runs if not results_file(experiment, run).exists()]
     logger.info("experiment %s: %d runs, %d done, %d to train", experiment.name, len(runs), len(runs) - len(todo),
                 len(todo))
@@ -193,11 +232,9 @@ def train_all(experiment: Experiment, task: RecipeTask, runner: RecipeRunner, dr
     with tqdm(total=len(todo), desc=f"{experiment.name}: runs", unit="run", disable=not todo) as progress:
         while (run := next_run(experiment, runs, lane, trained, poll_seconds)) is not None:
             trained.append(run)
-            try:
+            with lane.holding(run):
                 if runner(task, [str(run_config_path(experiment, run))]) is not None:
                     gc.collect()  # the finished run's trainer and model: free them before the next run
-            finally:
-                lane.release(run)
             if not results_file(experiment, run).exists():
                 logger.warning("run %s ended without %s; not retried by this lane", run.output_dir,
                                results_file(experiment, run).name)
@@ -212,8 +249,8 @@ def run_config_path(experiment: Experiment, run: Run) -> Path:
     Every lane writes it, at once when they start together: written beside and renamed over (atomically), so a lane
     reading it never reads another's half-written file."""
     run.output_dir.mkdir(parents=True, exist_ok=True)
-    path = run.output_dir / "run_config.json"
-    draft = run.output_dir / f"run_config.json.{uuid.uuid4().hex}"
+    path = run.output_dir / RUN_CONFIG
+    draft = run.output_dir / f"{RUN_CONFIG}.{uuid.uuid4().hex}"
     draft.write_text(json.dumps(run_flags(experiment, run), indent=2, sort_keys=True) + "\n")
     os.replace(draft, path)
     return path
@@ -223,12 +260,13 @@ def run_experiment(experiment: Experiment, tasks: dict[str, RecipeTask], runner:
                    tables_only: bool = False, dry_run: bool = False,
                    systems: Sequence[str] | None = None) -> dict | None:
     """Train what is missing (unless `tables_only`; with `systems`, only those systems and their `init_from`
-    sources), then report every system, runs not trained as missing (`None` while other lanes still train).
-    `tasks` maps recipe names to their [`RecipeTask`]; `runner` is `headsel_recipes.recipe.run` (or a stand-in in
+    sources), then report every system, runs not trained as missing (`None` while other lanes still train). A run
+    trained with other flags than the experiment now gives it is an error first ([`check_unchanged`]). `tasks` maps recipe names to their [`RecipeTask`]; `runner` is `headsel_recipes.recipe.run` (or a stand-in in
     tests)."""
     if experiment.recipe not in tasks:
         raise ValueError(f"unknown recipe {experiment.recipe!r}; the recipes are {sorted(tasks)}")
     task = tasks[experiment.recipe]
+    check_unchanged(experiment, plan_runs(experiment))  # every run the tables read, also those `systems` leaves out
     if not tables_only:
         train_all(experiment, task, runner, dry_run, systems=systems)
     if dry_run:

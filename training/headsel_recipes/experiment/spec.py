@@ -36,8 +36,9 @@ tables:
 A file may start from another: `extends: mt.yaml` (a path relative to the file's folder) takes that file's
 experiment and changes it. `flags`, `budget` and `groups` are merged key by key (a `null` removes the base's key);
 `systems` lists the systems, each either the name of a system of the base file (taken as that file defines it) or a
-system of its own; every other key given replaces the base's. A file that changes the base's `flags` or `budget` sets
-its own `output_dir`, so that runs trained with different settings never share a folder:
+system of its own; every other key given replaces the base's. A file that changes the base's `recipe`, `split`,
+`flags` or `budget`, or redefines one of its systems (other flags, `init_from` or `parts` in the same folder), sets its
+own `output_dir`, so that runs trained with different settings never share a folder:
 
 ```yaml
 extends: mt.yaml
@@ -49,9 +50,10 @@ systems: [Shared, Group]
 
 Every run gets the same flags but its system's, the same budget and, per seed, the same `seed` / `data_seed`: the
 systems see identical data in identical order. A run is `output_dir/runs/<system>/seed<seed>[/<part>]`; it is skipped
-when its results file already exists, so an interrupted experiment resumes where it stopped. A system with `parts`
+when its results file already exists, so an interrupted experiment resumes where it stopped (a run trained with other
+flags than the file now gives it is an error: [`headsel_recipes.experiment.runner.check_unchanged`]). A system with `parts`
 (e.g. the paper's "separate" models, one per domain) trains one run per part, each with the part's own flags; their
-group scores are merged.
+group scores are merged. A system and the system it starts from (`init_from`) have the same parts, or none.
 
 This module reads and checks the file ([`load_experiment`]) and names the run folders ([`run_dir`]); the runner
 ([`headsel_recipes.experiment.runner`]) trains, and the tables ([`headsel_recipes.experiment.tables`]) write
@@ -67,6 +69,8 @@ from pathlib import Path
 
 import yaml
 
+from ..tasks import TASKS
+
 LAYOUTS = ("avg_high_low", "per_task", "per_domain", "train_zero_shot", "components", "sweep", "pivot")
 LAYOUT_TITLES = {
     "avg_high_low": "AVG-A / High / Low (Table 1)",
@@ -80,12 +84,17 @@ LAYOUT_TITLES = {
 # Pivot layouts that need no `rows` / `columns`: the system labels they read.
 PIVOT_DEFAULTS = {"components": ("strategy", "components"), "sweep": ("strategy", "H'")}
 VALUES = ("avg", "avg_t", "avg_z", "high", "low")
+TABLE_KEYS = {"layout", "title", "rows", "columns", "value", "plot"}
+# The scores a results file holds (`{split}_{metric}_{group}`): the metrics the recipes score.
+METRICS = sorted({task.metric for task in TASKS.values()})
 RUN_KEYS = ("output_dir", "seed", "data_seed", "model_name_or_path")
 EXPERIMENT_KEYS = {"name", "recipe", "output_dir", "seeds", "split", "flags", "budget", "groups", "systems", "tables",
                    "metric"}
 SYSTEM_KEYS = {"name", "flags", "labels", "init_from", "parts", "zero_shot", "sweep"}
 # The keys a file that `extends` another merges key by key into the base's instead of replacing them.
 MERGED_KEYS = ("flags", "budget", "groups")
+# The keys (besides the systems) that decide what a run folder holds: a file that changes one needs its own output_dir.
+RUN_SETTINGS = (("recipe", None), ("split", "predict"), ("flags", None), ("budget", None))
 
 
 @dataclass
@@ -197,13 +206,54 @@ def extend(base: dict, changes: dict) -> dict:
                                  "in both files")
             values[key] = merge_mapping(base.get(key) or {}, changes[key] or {})
     if "systems" in changes:
-        values["systems"] = [base_system(base, item) if isinstance(item, str) else item for item in changes["systems"]]
-    changed = [key for key in ("flags", "budget") if values.get(key) != base.get(key)]
+        values["systems"] = [base_system(base, item) if isinstance(item, str) else item
+                             for item in as_list(changes["systems"], "systems")]
+    changed = changed_settings(base, values)
     if changed and base.get("output_dir") is not None and values.get("output_dir") == base.get("output_dir"):
-        raise ValueError(f"it changes the {' and '.join(changed)} of the file it extends but keeps its output_dir "
+        raise ValueError(f"it changes the {and_list(changed)} of the file it extends but keeps its output_dir "
                          f"{base.get('output_dir')!r}: runs with different settings would share run folders (and "
                          "finished ones be skipped); give it its own `output_dir`")
     return values
+
+
+def changed_settings(base: dict, values: dict) -> list[str]:
+    """What a file that extends `base` changes of the runs they share: the recipe, split, flags or budget, and the
+    systems it redefines (other flags, `init_from` or `parts` in a folder of the base's), e.g. `["budget", "systems
+    ['Group']"]`."""
+    changed = [key for key, default in RUN_SETTINGS if values.get(key, default) != base.get(key, default)]
+    before, after = system_runs(base), system_runs(values)
+    redefined = [after[slug][0] for slug in after if slug in before and after[slug][1:] != before[slug][1:]]
+    return changed + ([f"systems {redefined}"] if redefined else [])
+
+
+def system_runs(values: dict) -> dict[str, tuple]:
+    """Each system's folder -> its name and what its runs train (flags, `init_from`, parts), sweeps expanded."""
+    systems = [system for item in as_list(values.get("systems"), "systems") for system in parse_systems(item)]
+    return {system.slug: (system.name, system.flags, system.init_from, system.parts) for system in systems}
+
+
+def and_list(items: list[str]) -> str:
+    """`["a", "b", "c"]` -> `"a, b and c"`."""
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
+
+
+def as_mapping(value: object, where: str) -> dict:
+    """`value` as a mapping (`None`: empty); anything else is a `ValueError` naming `where`."""
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise ValueError(f"`{where}` must be a mapping (key: value), got {value!r}")
+    return dict(value)
+
+
+def as_list(value: object, where: str) -> list:
+    """`value` as a list (`None`: empty); anything else (a mapping, or a string, which would be split into its
+    characters) is a `ValueError` naming `where`."""
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise ValueError(f"`{where}` must be a list, got {value!r}")
+    return value
 
 
 def merge_mapping(base: dict, changes: dict) -> dict:
@@ -247,52 +297,88 @@ def parse_experiment(values: dict, output_dir: str | Path | None = None) -> Expe
     split = values.get("split", "predict")
     if split not in ("predict", "eval"):
         raise ValueError(f"`split` must be 'predict' (the test set) or 'eval' (the validation set), got {split!r}")
-    flags, budget = dict(values.get("flags") or {}), dict(values.get("budget") or {})
+    flags, budget = as_mapping(values.get("flags"), "flags"), as_mapping(values.get("budget"), "budget")
     for source, given in (("flags", flags), ("budget", budget)):
         reserved = sorted(set(given) & set(RUN_KEYS[:3]))
         if reserved:
             raise ValueError(f"`{source}` sets {reserved}: the runner sets output_dir, seed and data_seed per run")
-    systems = [system for item in values["systems"] for system in parse_systems(item)]
+    systems = [system for item in as_list(values["systems"], "systems") for system in parse_systems(item)]
     check_systems(systems)
-    groups = {key: list(value) for key, value in (values.get("groups") or {}).items()}
-    tables = [parse_table(item) for item in values.get("tables") or [{"layout": "per_task"}]]
+    groups = parse_groups(values.get("groups"))
+    tables = [parse_table(item) for item in as_list(values.get("tables"), "tables") or [{"layout": "per_task"}]]
+    metric = values.get("metric")
+    if metric is not None and metric not in METRICS:
+        raise ValueError(f"`metric` must be a metric the recipes score, one of {METRICS}, got {metric!r} (every "
+                         "cell would be missing)")
     experiment = Experiment(
         name=str(values.get("name", Path(output_dir).name)), recipe=values["recipe"], output_dir=Path(output_dir),
         seeds=seeds, systems=systems, tables=tables, flags=flags, budget=budget, groups=groups, split=split,
-        metric=values.get("metric"),
+        metric=metric,
     )
     for table in tables:
         check_table(table, experiment)
     return experiment
 
 
+def parse_groups(values: object) -> dict[str, list[str]]:
+    """The `groups` mapping: each a list of group names (a string would be split into its characters)."""
+    groups = as_mapping(values, "groups")
+    for name, members in groups.items():
+        if not isinstance(members, list) or not all(isinstance(member, str) for member in members):
+            raise ValueError(f"`groups.{name}` must be a list of group names, e.g. [en-de, en-fr], got {members!r}")
+    return {str(name): list(members) for name, members in groups.items()}
+
+
 def parse_systems(item: dict) -> list[System]:
     """One system of the file, or several for a `sweep`: `{label: "H'", values: [4, 8], flags: [flag, ...]}` sets
     every listed flag to each value and names the systems `"<name> (H'=4)"`, ..."""
     if not isinstance(item, dict) or "name" not in item:
-        raise ValueError(f"every system needs a `name`, got {item!r}")
+        raise ValueError(f"every system is a mapping with a `name`, got {item!r}")
+    name = str(item["name"])
     unknown = set(item) - SYSTEM_KEYS
     if unknown:
-        raise ValueError(f"system {item['name']!r}: unknown keys {sorted(unknown)}; the keys are {sorted(SYSTEM_KEYS)}")
-    base = System(name=str(item["name"]), flags=dict(item.get("flags") or {}), labels=dict(item.get("labels") or {}),
-                  init_from=item.get("init_from"), parts={str(k): dict(v or {}) for k, v in
-                                                          (item.get("parts") or {}).items()},
-                  zero_shot=item.get("zero_shot"))
-    reserved = sorted(set(base.flags) & set(RUN_KEYS))
+        raise ValueError(f"system {name!r}: unknown keys {sorted(unknown)}; the keys are {sorted(SYSTEM_KEYS)}")
+    flags = as_mapping(item.get("flags"), f"systems[{name}].flags")
+    parts = {str(part): as_mapping(part_flags, f"systems[{name}].parts.{part}")
+             for part, part_flags in as_mapping(item.get("parts"), f"systems[{name}].parts").items()}
+    check_run_keys(flags, f"system {name!r}")
+    for part, part_flags in parts.items():
+        check_run_keys(part_flags, f"system {name!r}, part {part!r},")
+    if not isinstance(item.get("init_from"), (str, type(None))):
+        raise ValueError(f"system {name!r}: `init_from` names a system, got {item['init_from']!r}")
+    if not isinstance(item.get("zero_shot"), (bool, type(None))):
+        raise ValueError(f"system {name!r}: `zero_shot` must be true or false (or left out: read off the trained "
+                         f"model), got {item['zero_shot']!r}")
+    base = System(name=name, flags=flags,
+                  labels=as_mapping(item.get("labels"), f"systems[{name}].labels"), init_from=item.get("init_from"),
+                  parts=parts, zero_shot=item.get("zero_shot"))
+    return [base] if item.get("sweep") is None else expand_sweep(base, item["sweep"])
+
+
+def check_run_keys(flags: dict, owner: str) -> None:
+    """A system's (or part's, or sweep's) flags leave the keys the runner sets per run alone."""
+    reserved = sorted(set(flags) & set(RUN_KEYS))
     if reserved:
-        raise ValueError(f"system {base.name!r} sets {reserved}: the runner sets these per run (use `init_from` to "
-                         "start from another system)")
-    sweep = item.get("sweep")
-    if sweep is None:
-        return [base]
-    if not isinstance(sweep, dict) or not {"label", "values", "flags"} <= set(sweep):
-        raise ValueError(f"system {base.name!r}: a sweep is {{label: ..., values: [...], flags: [...]}}")
+        raise ValueError(f"{owner} sets {reserved}: the runner sets these per run (use `init_from` to start from "
+                         "another system)")
+
+
+def expand_sweep(base: System, sweep: object) -> list[System]:
+    """The systems of a sweep `{label: "H'", values: [4, 8], flags: [flag, ...]}` (see [`parse_systems`])."""
+    if not isinstance(sweep, dict) or set(sweep) != {"label", "values", "flags"}:
+        raise ValueError(f"system {base.name!r}: a sweep is {{label: ..., values: [...], flags: [...]}}, got {sweep!r}")
+    values, flags = as_list(sweep["values"], f"systems[{base.name}].sweep.values"), sweep["flags"]
+    if not values:
+        raise ValueError(f"system {base.name!r}: the sweep has no `values`")
+    if not isinstance(flags, list) or not flags or not all(isinstance(flag, str) for flag in flags):
+        raise ValueError(f"system {base.name!r}: the sweep's `flags` must be a non-empty list of flag names, "
+                         f"got {flags!r}")
+    check_run_keys(dict.fromkeys(flags), f"system {base.name!r}'s sweep")
     return [
-        System(name=f"{base.name} ({sweep['label']}={value})",
-               flags={**base.flags, **{flag: value for flag in sweep["flags"]}},
+        System(name=f"{base.name} ({sweep['label']}={value})", flags={**base.flags, **dict.fromkeys(flags, value)},
                labels={**base.labels, sweep["label"]: value}, init_from=base.init_from, parts=base.parts,
                zero_shot=base.zero_shot)
-        for value in sweep["values"]
+        for value in values
     ]
 
 
@@ -312,9 +398,10 @@ def check_systems(systems: list[System]) -> None:
         if source is None:
             raise ValueError(f"system {system.name!r}: init_from {system.init_from!r} is not a system; the systems "
                              f"are {list(names)}")
-        if source.parts and set(source.parts) != set(system.parts):
-            raise ValueError(f"system {system.name!r} starts from {source.name!r}, trained in parts "
-                             f"{sorted(source.parts)}: give it the same parts")
+        if set(source.parts) != set(system.parts):  # each run starts from the source's run of its seed and part
+            raise ValueError(f"system {system.name!r} (parts {sorted(system.parts)}) starts from {source.name!r} "
+                             f"(parts {sorted(source.parts)}): a system starts from the run of its own part, so both "
+                             "need the same parts (or none)")
     training_order(systems)
 
 
@@ -332,14 +419,19 @@ def training_order(systems: list[System]) -> list[System]:
 
 
 def parse_table(item: dict | str) -> TableSpec:
-    item = {"layout": item} if isinstance(item, str) else dict(item)
+    item = {"layout": item} if isinstance(item, str) else as_mapping(item, "tables[]")
     layout = item.get("layout")
     if layout not in LAYOUTS:
         raise ValueError(f"unknown table layout {layout!r}; the layouts are {list(LAYOUTS)}")
+    unknown = set(item) - TABLE_KEYS
+    if unknown:
+        raise ValueError(f"the {layout} table: unknown keys {sorted(unknown)}; the keys are {sorted(TABLE_KEYS)}")
     rows, columns = PIVOT_DEFAULTS.get(layout, (None, None))
     value = item.get("value", "avg")
     if value not in VALUES and not str(value).startswith("task:"):
         raise ValueError(f"table value must be one of {list(VALUES)} or 'task:<group>', got {value!r}")
+    if not isinstance(item.get("plot", False), bool):
+        raise ValueError(f"the {layout} table: `plot` must be true or false, got {item['plot']!r}")
     return TableSpec(layout=layout, title=item.get("title", LAYOUT_TITLES[layout]), rows=item.get("rows", rows),
                      columns=item.get("columns", columns), value=value, plot=item.get("plot", layout == "sweep"))
 

@@ -2,7 +2,9 @@
 """The tables of an experiment: the paper's layouts from the runs' scores, the plots, and the written report.
 
 Cells are the mean ± sample standard deviation over seeds of each seed's group average ([`value_cell`]); a value
-that includes zero-shot directions is `unsupported` for a system without zero-shot. [`report`] writes `results.json`
+that includes zero-shot directions is `unsupported` for a system without zero-shot. A cell over fewer seeds than the
+experiment's names them, and a column whose cells cover different seeds has no best cell: where the seed moves the
+score more than the system does, means over other seeds do not compare. [`report`] writes `results.json`
 and `results.md` (and a PNG per plotted table) into the experiment folder and prints the tables.
 """
 
@@ -38,20 +40,29 @@ class Cell:
     std: float | None = None
     seeds: int = 0
     note: str | None = None
-    of_seeds: int | None = field(default=None, compare=False)  # the experiment's seeds: fewer are shown
+    seed_ids: tuple[int, ...] = field(default=(), compare=False)  # the seeds averaged
+    of_seeds: tuple[int, ...] | None = field(default=None, compare=False)  # the experiment's seeds: fewer are named
 
     def format(self, digits: int = 1) -> str:
         if self.note is not None:
             return self.note
         text = f"{self.mean:.{digits}f} ± {self.std:.{digits}f}" if self.seeds > 1 else f"{self.mean:.{digits}f}"
-        if self.of_seeds is not None and self.seeds < self.of_seeds:
-            text += f" ({self.seeds} of {self.of_seeds} seeds)"
+        if self.of_seeds is not None and self.seeds < len(self.of_seeds):
+            text += f" (seed{'s' if self.seeds > 1 else ''} {seed_text(self.seed_ids)} of {seed_text(self.of_seeds)})"
         return text
 
     def to_json(self) -> dict:
         if self.note is not None:
             return {"note": self.note}
-        return {"mean": self.mean, "std": self.std, "seeds": self.seeds}
+        return {"mean": self.mean, "std": self.std, "seeds": self.seeds, "seed_ids": list(self.seed_ids)}
+
+
+def seed_text(seeds: Iterable[int]) -> str:
+    """Seeds as a cell names them: `[1, 2, 3]` -> `"1-3"`, `[2, 3]` -> `"2, 3"`."""
+    seeds = sorted(seeds)
+    if len(seeds) > 2 and seeds == list(range(seeds[0], seeds[-1] + 1)):
+        return f"{seeds[0]}-{seeds[-1]}"
+    return ", ".join(str(seed) for seed in seeds)
 
 
 def mean_std(values: Iterable[float]) -> Cell:
@@ -89,7 +100,7 @@ def value_groups(value: str, experiment: Experiment, scored: Iterable[str]) -> l
 
 def value_cell(entry: SystemScores, value: str, experiment: Experiment, scored: Iterable[str]) -> Cell:
     """A system's cell for a table value: the per-seed group averages, as mean ± std over seeds (a cell over fewer
-    seeds than the experiment's says so). `scored`: the groups any compared system scored, so that an average a
+    seeds than the experiment's names them). `scored`: the groups any compared system scored, so that an average a
     system lacks a group of is `missing`, not a mean over other groups. A value that includes zero-shot directions
     is `unsupported` for a system without zero-shot."""
     groups = value_groups(value, experiment, scored)
@@ -99,7 +110,7 @@ def value_cell(entry: SystemScores, value: str, experiment: Experiment, scored: 
     averages = [group_average(seed.groups, groups) for seed in entry.seeds.values()]
     if not averages or any(average is None for average in averages):
         return Cell(note=MISSING)
-    return replace(mean_std(averages), of_seeds=len(experiment.seeds))
+    return replace(mean_std(averages), seed_ids=tuple(entry.seeds), of_seeds=tuple(experiment.seeds))
 
 
 @dataclass
@@ -112,23 +123,39 @@ class Table:
     higher_is_better: bool = True
     note: str = ""
 
+    def scored(self, column: int) -> list[Cell]:
+        """The cells of a column that have a mean."""
+        return [cells[column] for _, cells in self.rows if cells[column].mean is not None]
+
+    def mixes_seeds(self, column: int) -> bool:
+        """Whether the column's means average different seeds (e.g. seeds 1, 2 beside seeds 2, 3)."""
+        return len({tuple(sorted(cell.seed_ids)) for cell in self.scored(column)}) > 1
+
     def best(self, column: int) -> float | None:
-        means = [cells[column].mean for _, cells in self.rows if cells[column].mean is not None]
-        if len(set(means)) < 2:  # nothing to tell apart
+        """The column's best mean; `None` when nothing tells apart, or its means average different seeds."""
+        means = [cell.mean for cell in self.scored(column)]
+        if len(set(means)) < 2 or self.mixes_seeds(column):
             return None
         return max(means) if self.higher_is_better else min(means)
 
     def markdown(self, digits: int = 1) -> str:
-        """A Markdown table; the best mean of each column in bold."""
-        best = [self.best(column) for column in range(len(self.header) - 1)]
+        """A Markdown table; the best mean of each column in bold (none where the cells cover different seeds, which
+        the table's note then names)."""
+        columns = range(len(self.header) - 1)
+        best = [self.best(column) for column in columns]
+        mixed = [self.header[column + 1] for column in columns if self.mixes_seeds(column)]
         lines = [f"### {self.title}", "", "| " + " | ".join(self.header) + " |",
                  "|" + "|".join(["---"] + ["---:"] * (len(self.header) - 1)) + "|"]
         for label, cells in self.rows:
             texts = [f"**{cell.format(digits)}**" if cell.mean is not None and best[i] is not None and math.isclose(
                 cell.mean, best[i]) else cell.format(digits) for i, cell in enumerate(cells)]
             lines.append("| " + " | ".join([label] + texts) + " |")
-        if self.note:
-            lines += ["", self.note]
+        notes = [self.note] if self.note else []
+        if mixed:
+            notes.append(f"No bold in {', '.join(mixed)}: the cells average different seeds, so their means do not "
+                         "compare (the per-seed scores: results.json).")
+        if notes:
+            lines += ["", " ".join(notes)]
         return "\n".join(lines)
 
     def to_json(self) -> dict:
@@ -313,8 +340,8 @@ def report(experiment: Experiment, task: RecipeTask, digits: int = 1) -> dict:
     scores = collect_scores(experiment, metric)
     tables, sections = [], [f"# {experiment.name}", "",
                             f"{metric.upper()} on the {'test' if experiment.split == 'predict' else 'validation'} "
-                            f"set; mean ± standard deviation over seeds {experiment.seeds} (a cell over fewer seeds says "
-                            "how many).",
+                            f"set; mean ± standard deviation over seeds {experiment.seeds} (a cell over fewer seeds "
+                            "names them).",
                             *unlearned_section(scores)]
     experiment.output_dir.mkdir(parents=True, exist_ok=True)
     for index, spec in enumerate(experiment.tables):
