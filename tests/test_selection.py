@@ -194,6 +194,16 @@ def test_noise_scale_multiplies_the_gumbel_difference():
     torch.testing.assert_close(noises[1], 2.5 * noises[0])
 
 
+def test_noise_is_the_difference_of_two_gumbels_a_standard_logistic():
+    # g1 - g2 of independent Gumbel(0, 1) draws is Logistic(0, 1): its CDF is the sigmoid (a single Gumbel's is
+    # exp(-exp(-x)), off by up to 0.12)
+    selector = HeadSelector("group", num_tasks=1000, num_layers=10, heads=5, total_heads=10)
+    torch.manual_seed(0)
+    noise = selector.draw(sample=True, temperature=5.0, gates_per_layer=True).noise.flatten().sort().values
+    empirical = torch.arange(1, len(noise) + 1) / len(noise)
+    assert (empirical - torch.sigmoid(noise)).abs().max() < 0.01  # Kolmogorov-Smirnov, n = 1e5: 0.006 at p = 0.001
+
+
 @pytest.mark.parametrize("strategy", ["group", "subset", "task_specific"])
 def test_draw_covers_every_task_and_layer(strategy):
     total = 12 if strategy == "task_specific" else 8
@@ -271,6 +281,37 @@ def test_training_without_noise_computes_what_evaluation_computes(family):
     with torch.no_grad():
         evaluated = model(**inputs, decoder_input_ids=decoder_input_ids, **ids).logits
     assert torch.equal(trained.logits.detach(), evaluated)
+
+
+def test_an_encoder_called_alone_draws_by_the_models_rule(family):
+    """Without the model's draw (the encoder called on its own, as `generate` and users call it) each layer draws by
+    the same rule: in evaluation with autograd on, the deterministic choice (what `no_grad` and the whole model
+    give); in training, the configured temperature (the same gradient to `phi` as through the whole model)."""
+    model = family.model(head_selection_components=["encoder_self"], head_selection_temperature=0.5)
+    selector = model.head_selection["encoder_self"]
+    with torch.no_grad():
+        selector.logits.normal_()
+    inputs, ids = family.inputs(), torch.tensor([0, 1, 1, 0])
+    encoder = model.get_encoder()
+    alone = encoder(**inputs, encoder_task_ids=ids).last_hidden_state
+    assert torch.equal(encoder(**inputs, encoder_task_ids=ids).last_hidden_state, alone)
+    with torch.no_grad():
+        assert torch.equal(encoder(**inputs, encoder_task_ids=ids).last_hidden_state, alone)
+        whole = model(**inputs, decoder_input_ids=family.decoder_input_ids(), encoder_task_ids=ids,
+                      decoder_task_ids=ids)
+    torch.testing.assert_close(whole.encoder_last_hidden_state, alone.detach(), rtol=0, atol=0)
+
+    model.config.head_selection_noise_scale = 0.0  # the same gates in both passes
+    model.train()
+    gradients = []
+    for forward in (lambda: encoder(**inputs, encoder_task_ids=ids).last_hidden_state,
+                    lambda: model(**inputs, decoder_input_ids=family.decoder_input_ids(), encoder_task_ids=ids,
+                                  decoder_task_ids=ids).encoder_last_hidden_state):
+        selector.logits.grad = None
+        (forward() ** 2).sum().backward()
+        gradients.append(selector.logits.grad.clone())
+    assert gradients[0].abs().sum() > 0
+    torch.testing.assert_close(gradients[0], gradients[1])
 
 
 # ---------------------------------------------------------------------------------------------------------------
