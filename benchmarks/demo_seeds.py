@@ -11,7 +11,8 @@ so the difference is paired run by run. `--group DIR ...` takes the head-selecti
 the same seeds instead (a probe with one head-selection flag changed, `headsel-train mt <run_config.json>`), paired
 with the baselines of the positional folders in order. What the report holds:
 
-* test cross-entropy (`predict_loss`, nats per target token; label smoothing and the KL weight are 0 in the demo),
+* test loss (`predict_loss`, nats per target token: the cross-entropy against label-smoothed targets, epsilon 0.1,
+  the recipes' default and the demo's; the KL weight is 0),
   BLEU averaged over directions, chrF pooled and averaged and the share of degenerate outputs (from the run's
   `generated_predictions.jsonl`, as the demo scores them), chrF per direction;
 * what head selection learned: selection choices changed between the first and the last of the Trainer's logged
@@ -43,7 +44,7 @@ from recipe_curves import logit_range, net_selection_changes, selection_changes
 ROMANCE = frozenset({"es", "fr", "it", "pt"})
 SYSTEMS = tuple(SYSTEM_TITLES)  # ("group", "shared")
 SCORES = {  # row title -> (format digits, higher is better)
-    "test cross-entropy": (3, False), "BLEU avg": (2, True), "chrF pooled": (2, True), "chrF avg": (2, True),
+    "test loss (label-smoothed)": (3, False), "BLEU avg": (2, True), "chrF pooled": (2, True), "chrF avg": (2, True),
     "degenerate outputs (%)": (2, False),
 }
 
@@ -54,7 +55,7 @@ def system_scores(run: Path) -> dict[str, float]:
     results = read_results(run, "predict")
     quality = prediction_quality(read_predictions(predictions_path(run)))
     scores = {
-        "test cross-entropy": results[loss_key("predict")],
+        "test loss (label-smoothed)": results[loss_key("predict")],
         "BLEU avg": results[score_key(METRIC, split="predict")],
         "chrF pooled": quality["chrf_pooled"], "chrF avg": quality["chrf"],
         "degenerate outputs (%)": 100 * quality["degenerate"],
@@ -112,6 +113,10 @@ def main(args: list[str] | None = None) -> None:
                         help="head-selection recipe runs to pair with the runs' baselines instead of their own")
     parser.add_argument("--output", type=Path, help="also write the report to this Markdown file")
     options = parser.parse_args(args)
+    for name, folders in (("runs", options.runs), ("--group", options.group or [])):
+        resolved = [folder.resolve() for folder in folders]
+        if len(set(resolved)) != len(resolved):  # one run counted twice would pass for two seeds
+            parser.error(f"{name} names a folder twice: {[str(f) for f in folders if resolved.count(f.resolve()) > 1]}")
     group_runs = options.group or options.runs
     if len(group_runs) != len(options.runs):
         parser.error(f"--group pairs one run with each demo folder: {len(group_runs)} for {len(options.runs)}")

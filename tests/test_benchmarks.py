@@ -659,7 +659,7 @@ def test_demo_seeds_pairs_the_systems_run_by_run_and_reads_what_the_selection_le
     write_recipe_run(runs[0] / "shared_baseline", 3.6, 5.0, german="aaaaaaa")  # a degenerate output
     write_recipe_run(runs[1] / "shared_baseline", 3.6, 5.0, german="Hallo")
     assert demo_seeds.system_scores(runs[1]) == {
-        "test cross-entropy": 3.7, "BLEU avg": 7.0, "chrF pooled": 100.0, "chrF avg": 100.0,
+        "test loss (label-smoothed)": 3.7, "BLEU avg": 7.0, "chrF pooled": 100.0, "chrF avg": 100.0,
         "degenerate outputs (%)": 0.0, "chrF en-de": 100.0, "chrF en-es": 100.0}
     assert demo_seeds.selection_summary(runs[0]) == {
         "selection choices changed, first to last": 1, "selection change events": 1, "last change at step": 20,
@@ -672,7 +672,7 @@ def test_demo_seeds_pairs_the_systems_run_by_run_and_reads_what_the_selection_le
     report = output.read_text()
     assert report.strip() == capsys.readouterr().out.strip()
     # losses: group 3.5 / 3.7, shared 3.6 / 3.6; differences -0.1 / +0.1 (lower is better: group wins once)
-    assert "| test cross-entropy | 3.600 ± 0.141 | 3.600 ± 0.000 | 0.000 ± 0.141 | 1 of 2 |" in report
+    assert "| test loss (label-smoothed) | 3.600 ± 0.141 | 3.600 ± 0.000 | 0.000 ± 0.141 | 1 of 2 |" in report
     assert "| BLEU avg | 6.50 ± 0.71 | 5.00 ± 0.00 | 1.50 ± 0.71 | 2 of 2 |" in report
     assert "| degenerate outputs (%) | 0.00 ± 0.00 | 25.00 ± 35.36 | -25.00 ± 35.36 | 1 of 2 |" in report
     assert "| selection choices changed, first to last | 0.500 ± 0.707 | 1, 0 |" in report
@@ -683,9 +683,10 @@ def test_demo_seeds_pairs_the_systems_run_by_run_and_reads_what_the_selection_le
     write_selection_record(probe, changed=False)
     demo_seeds.main([str(runs[0]), "--group", str(probe)])
     paired = capsys.readouterr().out
-    assert "| test cross-entropy | 3.400 ± 0.000 | 3.600 ± 0.000 | -0.200 ± 0.000 | 1 of 1 |" in paired
+    assert "| test loss (label-smoothed) | 3.400 ± 0.000 | 3.600 ± 0.000 | -0.200 ± 0.000 | 1 of 1 |" in paired
     for argv, message in (([str(tmp_path / "missing")], "not finished runs"),
-                          ([*map(str, runs), "--group", str(probe)], "pairs one run with each demo folder")):
+                          ([*map(str, runs), "--group", str(probe)], "pairs one run with each demo folder"),
+                          ([str(runs[0]), str(runs[0])], "runs names a folder twice")):  # one run as two seeds
         with pytest.raises(SystemExit):
             demo_seeds.main(argv)
         assert message in capsys.readouterr().err

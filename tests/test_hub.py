@@ -236,6 +236,27 @@ def test_card_examples_run_a_trained_direction(layout, card_tokenizer, tmp_path,
     assert (tmp_path / export_folder / "config.json").is_file()
 
 
+def test_card_examples_carry_the_target_language_token_the_model_was_trained_with(tmp_path):
+    # trained with --target_lang_token, a one-to-many model reads its target language from the source: without the
+    # token the card's examples translated every language into whatever the model guessed (German in the demo)
+    model = marian_model(encoder_tasks=["en"], decoder_tasks=["fr", "it"])
+    text = write_model_card(tmp_path / "a", model, target_lang_token=True).read_text()
+    assert 'tokenizer([">>fr<< The cat sat on the mat."]' in text and 'pipe(">>fr<< The cat sat on the mat.")' in text
+    assert 'tokenizer([">>it<< The cat sat on the mat."]' in text  # the call routed to the other language
+    assert 'pipe(">>it<< The cat sat on the mat.", decoder_task="it")' in text
+    assert ">>" not in write_model_card(tmp_path / "b", model).read_text()  # trained without: no token
+    domains = marian_model(encoder_tasks=["news", "web"], decoder_tasks=["news", "web"], task_type="domain")
+    text = write_model_card(tmp_path / "c", domains, target_lang_token=True).read_text()
+    assert "start each source with '>>xx<<' (its language code)" in text and '">>' not in text
+
+
+def test_card_describes_the_heads_of_a_side_that_does_not_select(tmp_path):
+    # the demo's encoder selects nothing: the card said "4 used per task, out of 8 candidates" of it
+    text = write_model_card(tmp_path, marian_model(head_selection_components=["decoder_self"])).read_text()
+    assert "| encoder heads | 4, the same for every task (no encoder component selects) |" in text
+    assert "| decoder heads | 4 used per task, out of 8 candidates |" in text
+
+
 def test_prepare_model_folder(tmp_path):
     model = marian_model()
     model.save_pretrained(tmp_path / "model")

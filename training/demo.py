@@ -3,7 +3,7 @@
 """`make demo`: head selection against the shared model on one-to-many translation: `headsel-demo [...]`.
 
     python training/demo.py --output_dir outputs/demo
-    python training/demo.py --make_checkpoint        # retrain the shipped checkpoint (about 85 min on 2 cores)
+    python training/demo.py --make_checkpoint        # retrain the shipped checkpoint (about 2 h 15 min on 2 cores)
 
 The demo: `headsel_recipes.demo`; the command line: `headsel_recipes.cli.demo`.
 """

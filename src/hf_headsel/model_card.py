@@ -23,7 +23,7 @@ from typing import Any
 from huggingface_hub import EvalResult, ModelCard, ModelCardData
 
 from .analysis import analyze_model
-from .configuration_head_selection import HEAD_SELECTION_CONFIG_KEYS, SIDES
+from .configuration_head_selection import HEAD_SELECTION_CONFIG_KEYS, SIDES, component_side
 from .families import HEADSEL_MODEL_TYPES, Family, family_of
 from .model_folder import PACKAGE_DIR, prepare_model_folder
 from .modeling_head_selection import HeadSelectionModelMixin
@@ -283,12 +283,32 @@ def _copy_heatmap(heatmap_path, output_dir: Path) -> str | None:
         return HEATMAP_NAME
 
 
-def _snippets(family: Family) -> tuple[str, str, str]:
-    """(preparing the input, `generate()` and printing, a pipeline call): the last two take `{}` for keywords."""
+EXAMPLE_SENTENCE = "The cat sat on the mat."
+#: How the recipes' `--target_lang_token` tells a model the target language: a first source token (Marian's).
+TARGET_LANG_TOKEN = ">>{lang}<< "
+
+
+def source_prefix(config, decoder_task: str | None, target_lang_token: bool) -> tuple[str, str]:
+    """(the text put before the example sentence, a comment line for the examples) of a model trained with
+    `--target_lang_token`: `>>de<< ` where the decoder tasks are the target languages; where they are domains the
+    language is the user's to give, so the comment says how."""
+    if not target_lang_token:
+        return "", ""
+    if getattr(config, "task_type", None) == "lang" and decoder_task is not None:
+        return TARGET_LANG_TOKEN.format(lang=decoder_task), ""
+    return "", (f"# the model reads the target language as a first source token, as in training: start each source "
+                f"with {TARGET_LANG_TOKEN.format(lang='xx').strip()!r} (its language code)\n")
+
+
+def _snippets(family: Family, prefix: tuple[str, str] = ("", "")) -> tuple[str, str, str]:
+    """(preparing the input, `generate()` and printing, a pipeline call): the last two take `{}` for keywords;
+    `prefix` is [`source_prefix`]'s (text, comment) for a text model."""
     if family.pipeline_input == "text":
-        prepare = 'inputs = tokenizer(["The cat sat on the mat."], return_tensors="pt", padding=True)\n'
+        text, comment = prefix
+        sentence = json.dumps(text + EXAMPLE_SENTENCE, ensure_ascii=False)
+        prepare = f'{comment}inputs = tokenizer([{sentence}], return_tensors="pt", padding=True)\n'
         generate = "print(tokenizer.batch_decode(model.generate(**inputs{}), skip_special_tokens=True))"
-        return prepare, generate, 'print(pipe("The cat sat on the mat."{}))'
+        return prepare, generate, f"print(pipe({sentence}{{}}))"
     prepare = ("# waveform: a 1-D float array sampled at 16 kHz\n"
                'inputs = processor(waveform, sampling_rate=16000, return_tensors="pt")\n')
     generate = ('tokens = model.generate(inputs["input_features"], attention_mask=inputs["attention_mask"]{})\n'
@@ -301,15 +321,20 @@ def _keywords(values: dict[str, str]) -> str:
     return ", ".join(f"{key}={json.dumps(value)}" for key, value in values.items())
 
 
-def _task_usage(family: Family, config, direction: tuple[str, str], other: tuple[str, str] | None) -> dict[str, str]:
+def _task_usage(family: Family, config, direction: tuple[str, str], other: tuple[str, str] | None,
+                target_lang_token: bool = False) -> dict[str, str]:
     """The code of the card's examples: loaded with `direction` as the defaults, one more call routed to `other`."""
-    prepare, generate, pipe = _snippets(family)
+    prepare, generate, pipe = _snippets(family, source_prefix(config, direction[1], target_lang_token))
     usage, pipeline_usage = prepare + generate.format(""), pipe.format("")
     if other is not None:
         changed = {side: name for side, name, example in zip(SIDES, other, direction) if name != example}
+        other_prepare, _, other_pipe = _snippets(family, source_prefix(config, other[1], target_lang_token))
         usage += "\n# another task for this call (a name, or a LongTensor[batch] of task ids):\n"
+        if other_prepare != prepare:  # another target language token
+            usage += other_prepare
         usage += generate.format(", " + _keywords({f"{side}_task_ids": name for side, name in changed.items()}))
-        pipeline_usage += "\n" + pipe.format(", " + _keywords({f"{side}_task": name for side, name in changed.items()}))
+        pipeline_usage += "\n" + other_pipe.format(
+            ", " + _keywords({f"{side}_task": name for side, name in changed.items()}))
     # every side with a choice is named: a side of several tasks without a default would stop generate()
     defaults = {f"{side}_task": name for side, name in zip(SIDES, direction) if len(config.tasks(side)) > 1}
     return {
@@ -360,7 +385,8 @@ def example_directions(config, family: Family, records: list[MetricRecord]
                           default=None)
 
 
-def _card_variables(model, family: Family, exported_tasks: dict | None, records: list[MetricRecord]) -> dict:
+def _card_variables(model, family: Family, exported_tasks: dict | None, records: list[MetricRecord],
+                    target_lang_token: bool = False) -> dict:
     """The template variables that describe the model itself."""
     variables = {
         "stock_class": family.stock_model_class.__name__, "doc_page": family.stock_model_type,
@@ -369,12 +395,15 @@ def _card_variables(model, family: Family, exported_tasks: dict | None, records:
         "pipeline_tag": family.pipeline_tag, "config_rows": config_rows(model.config),
     }
     if exported_tasks is not None:
-        return {**variables, **_exported_variables(model.config, family, exported_tasks)}
-    return {**variables, **_task_variables(model.config, family, records), "sharing": head_sharing(model)}
+        return {**variables, **_exported_variables(model.config, family, exported_tasks, target_lang_token)}
+    return {**variables, **_task_variables(model.config, family, records, target_lang_token),
+            "sharing": head_sharing(model)}
 
 
-def _exported_variables(config, family: Family, exported_tasks: dict) -> dict:
-    prepare, generate, _ = _snippets(family)
+def _exported_variables(config, family: Family, exported_tasks: dict, target_lang_token: bool = False) -> dict:
+    # the exported stock config has no task type: its decoder task names the target language where there is one
+    prefix = source_prefix(config, exported_tasks.get("decoder"), target_lang_token)
+    prepare, generate, _ = _snippets(family, prefix)
     return {
         "exported": True,
         "exported_tasks": dict(exported_tasks),
@@ -384,7 +413,7 @@ def _exported_variables(config, family: Family, exported_tasks: dict) -> dict:
     }
 
 
-def _task_variables(config, family: Family, records: list[MetricRecord]) -> dict:
+def _task_variables(config, family: Family, records: list[MetricRecord], target_lang_token: bool = False) -> dict:
     kind = "language" if config.task_type == "lang" else "domain"
     routing = (
         "The encoder is keyed by the source language and the decoder by the target language, so unseen directions "
@@ -403,9 +432,11 @@ def _task_variables(config, family: Family, records: list[MetricRecord]) -> dict
         "strategy": config.head_selection_strategy,
         "strategy_description": STRATEGY_DESCRIPTIONS[config.head_selection_strategy],
         "components": config.head_selection_components or ["none (stock model)"],
-        "head_rows": [{"side": side, "heads": config.heads(side), "total": config.total_heads(side)} for side in SIDES],
+        "head_rows": [{"side": side, "heads": config.heads(side), "total": config.total_heads(side),
+                       "selects": any(component_side(c) == side for c in config.head_selection_components)}
+                      for side in SIDES],
         "cross_key_description": CROSS_KEY_DESCRIPTIONS[config.cross_attention_task_key],
-        **_task_usage(family, config, *example_directions(config, family, records)),
+        **_task_usage(family, config, *example_directions(config, family, records), target_lang_token),
     }
 
 
@@ -439,6 +470,7 @@ def render_model_card(
     exported_tasks: dict[str, str] | None = None,
     source_model: str | None = None,
     template: str | Path | None = None,
+    target_lang_token: bool = False,
 ) -> ModelCard:
     """The [`ModelCard`] of a head-selection model, or of a stock model exported from one (`exported_tasks`).
 
@@ -472,7 +504,7 @@ def render_model_card(
         eval_results=eval_results(records, dataset_name, dataset_id or "custom") or None,
     )
     metric_names, rows = results_table(records)
-    variables = _card_variables(model, family, exported_tasks, records)
+    variables = _card_variables(model, family, exported_tasks, records, target_lang_token)
     return ModelCard.from_template(
         card_data,
         template_path=str(template or template_path()),
@@ -506,6 +538,7 @@ def write_model_card(
     exported_tasks: dict[str, str] | None = None,
     source_model: str | None = None,
     template: str | Path | None = None,
+    target_lang_token: bool = False,
 ) -> Path:
     """Render the model card of `model` into `output_dir/README.md` and return that path.
 
@@ -532,6 +565,8 @@ def write_model_card(
         exported_tasks: for an exported stock model, `{side: task}` it was exported for.
         source_model: for an exported model, the head-selection model it comes from.
         template: a Jinja template to use instead of `model_cards/headsel_model_card_template.md`.
+        target_lang_token: the model was trained with the target language as a first source token (the recipes'
+            `--target_lang_token`, `>>de<<`): the text examples start with it.
 
     When `output_dir` already holds the saved head-selection model, it is also completed with
     [`prepare_model_folder`] (remote code and `custom_pipelines`), since the card shows those pipelines.
@@ -543,6 +578,7 @@ def write_model_card(
         base_model=base_model, license=license, languages=languages, tags=tags,
         heatmap=_copy_heatmap(heatmap_path, output_dir), training_args=training_args,
         exported_tasks=exported_tasks, source_model=source_model, template=template,
+        target_lang_token=target_lang_token,
     )
     path = output_dir / "README.md"
     path.write_text(str(card).rstrip("\n") + "\n", encoding="utf-8")

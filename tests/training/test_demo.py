@@ -201,3 +201,18 @@ def test_shipped_checkpoint_is_the_one_its_recipe_makes():
     tokenizer = MarianTokenizer.from_pretrained(demo.CHECKPOINT_DIR)
     assert all(tokenizer.convert_tokens_to_ids(f">>{lang}<<") != tokenizer.unk_token_id for lang in demo.LANGUAGES)
     assert record["test_quality"]["degenerate"] < 0.05
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--max_steps", "0"], "--max_steps must be >= 1, got 0"),
+    (["--bootstrap_resamples", "-1"], "--bootstrap_resamples must be >= 0"),
+    (["--make_checkpoint", "--max_steps", "5", "--corpus_dir", "x"], "--max_steps and --corpus_dir set the demo's"),
+])
+def test_demo_command_line_refuses_bad_flags_before_any_work(argv, message, capsys):
+    # --max_steps 0 failed with a traceback, --bootstrap_resamples -1 after the corpus and model had loaded, and
+    # --make_checkpoint ignored the demo's flags and trained on data/offline_corpus/ of the current folder anyway
+    from headsel_recipes.cli import demo as demo_cli
+
+    with pytest.raises(SystemExit):
+        demo_cli.parse_args(argv)
+    assert message in capsys.readouterr().err

@@ -347,7 +347,8 @@ def write_card(result: RecipeResult, settings: DemoSettings, heatmap: Path) -> P
     metrics = {split: values for split, values in result.metrics.items() if split != "train"}
     return write_model_card(settings.output_dir, result.trainer.model, metrics, repo_id="hf-headsel-demo-o2m",
                             dataset_name=DATASET_NAME, heatmap_path=heatmap,
-                            training_args=training_flags(settings, "group"))
+                            training_args=training_flags(settings, "group"),
+                            target_lang_token=training_flags(settings, "group")["target_lang_token"])
 
 
 # --------------------------------------------------------------------------------------------------------------------
@@ -438,7 +439,8 @@ def print_report(summary: dict, settings: DemoSettings, card: Path, heatmap: Pat
     print(f"  en  {sources[0]}")
     for lang in settings.languages:
         print(f"  {lang}  {summary['reloaded_translations'][lang][0]}")
-    print(f"\nModel and tokenizer: {settings.output_dir}   (HeadSelMarianMTModel.from_pretrained(path, task='de'))")
+    print(f"\nModel and tokenizer: {settings.output_dir}   (HeadSelMarianMTModel.from_pretrained(path, task='de'); "
+          "each source starts with '>>de<< ', its target language)")
     print(f"Scores:              {settings.output_dir / 'metrics.json'}")
     print(f"Model card:          {card}")
     print(f"Head sharing:        {heatmap} (in the card; more plots in {heatmap.parent})")

@@ -83,6 +83,7 @@ def publish(trainer, metrics: dict, model_args, data_args, training_args, push: 
             output_dir, model, {k: v for k, v in metrics.items() if k != "train"}, repo_id=repo_id,
             dataset_name=eval_dataset_labels(data_args), dataset_id=data_args.dataset_name,
             base_model=model_args.model_name_or_path, heatmap_path=heatmap_path, training_args=training_args,
+            target_lang_token=data_args.target_lang_token,
         )  # fmt: skip
     else:
         trainer.create_model_card(model_name=repo_id, dataset=dataset_label(data_args))
