@@ -107,6 +107,21 @@ def test_op_count_counts_the_operations_that_do_work():
     assert counts["aten::gather"] == 1
     assert sum(counts.values()) == 2
     assert not any(name in op_count.NO_KERNEL for name in counts)
+    # a dropout that is off returns its input (counted before session 49), as do the view-like ops
+    dropout = torch.nn.Dropout(0.1).eval()
+    assert sum(op_count.count_ops(lambda: dropout(x).view_as(x).detach_()).values()) == 0
+
+
+def test_benchmark_calls_pass_new_task_ids_each_time():
+    # the gathered projection keeps rows for the ids of its last call: one id tensor reused by every timed call
+    # measured a cache hit that callers passing new ids with each batch never get
+    routing = {"encoder_task_ids": torch.tensor([0, 1]), "decoder_task_ids": torch.tensor([1, 0])}
+    kwargs = overhead.alternating_kwargs("headsel", {"input_ids": torch.ones(2, 3)}, routing)
+    first, second, third = kwargs(), kwargs(), kwargs()
+    for key, ids in routing.items():
+        assert torch.equal(first[key], ids) and torch.equal(second[key], ids)
+        assert first[key] is not second[key] and first[key] is third[key] and first[key] is not ids
+    assert "encoder_task_ids" not in overhead.alternating_kwargs("stock", {"input_ids": torch.ones(2, 3)}, routing)()
 
 
 def test_op_count_counts_python_calls_deterministically():
