@@ -54,9 +54,11 @@ _BASE_MODEL_HINT = (" (a base model without the LM head: use the family's genera
                     "HeadSelSpeech2TextForConditionalGeneration, whose `.model` is the base model)")
 
 
-def is_head_selection_generation_model(model) -> bool:
-    """Whether `model` is a head-selection generation model (the class that exports and upcycles)."""
-    return is_head_selection_model_class(type(model)) and type(model).can_generate()
+def is_head_selection_generation_model(model_or_class) -> bool:
+    """Whether `model_or_class` is a head-selection generation model or class (the class that exports and
+    upcycles)."""
+    cls = model_or_class if isinstance(model_or_class, type) else type(model_or_class)
+    return is_head_selection_model_class(cls) and cls.can_generate()
 
 
 def stock_model_class(model_or_class) -> type[PreTrainedModel]:
@@ -277,7 +279,7 @@ def from_stock(cls, stock_model_or_path, **head_selection_keywords):
         The head-selection model in evaluation mode (as `from_pretrained` returns it), on the stock model's device
         and dtype.
     """
-    if not (is_head_selection_model_class(cls) and cls.can_generate()):
+    if not is_head_selection_generation_model(cls):
         raise ValueError(f"from_stock needs a head-selection generation model class, got {cls.__name__}"
                          f"{_BASE_MODEL_HINT if is_head_selection_model_class(cls) else ''}")
     _check_head_selection_keywords(head_selection_keywords)

@@ -45,7 +45,8 @@ from offline_corpus import LANGUAGES, CorpusConfig, build_corpus
 
 from .metrics import prediction_quality
 from .recipe import RecipeResult, run
-from .results_keys import POOLED, Score, group_scores, predictions_path, read_predictions, read_score, score_key
+from .results_keys import (POOLED, RUN_CONFIG_FILE, Score, group_scores, predictions_path, read_predictions, read_score,
+                           score_key)
 from .tasks import MT
 from .tokenizer import lang_token
 
@@ -249,7 +250,7 @@ def run_recipe(flags: dict) -> RecipeResult:
     <folder>/run_config.json` repeats the run)."""
     folder = Path(flags["output_dir"])
     folder.mkdir(parents=True, exist_ok=True)
-    config = folder / "run_config.json"
+    config = folder / RUN_CONFIG_FILE
     config.write_text(json.dumps(flags, indent=2) + "\n", encoding="utf-8")
     return run(MT, [str(config)])
 

@@ -24,6 +24,9 @@ from pathlib import Path
 
 #: The Trainer's results files, merged in this order by [`read_metrics`] (later files win).
 RESULT_FILES = ("all_results.json", "eval_results.json", "predict_results.json", "test_results.json")
+#: The flags a run was trained with, in its folder (written by the demo and the experiment runner; `headsel-train mt
+#: <folder>/run_config.json` repeats the run).
+RUN_CONFIG_FILE = "run_config.json"
 #: The group name of the corpus-level score (not a group of the data).
 POOLED = "pooled"
 #: The suffixes of a score's bootstrap interval bounds.

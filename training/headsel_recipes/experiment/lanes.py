@@ -37,6 +37,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
+from ..results_keys import RUN_CONFIG_FILE
+
 logger = logging.getLogger("headsel_recipes.experiment")
 
 CLAIM_FILE = "lane.claim"
@@ -125,7 +127,7 @@ def last_change(folder: Path) -> float:
     newest = 0.0
     for root, _, files in os.walk(folder):
         for name in files:
-            if not name.startswith((CLAIM_FILE, "run_config.json")):
+            if not name.startswith((CLAIM_FILE, RUN_CONFIG_FILE)):
                 with contextlib.suppress(FileNotFoundError):
                     newest = max(newest, os.stat(os.path.join(root, name)).st_mtime)
     return newest

@@ -22,7 +22,7 @@ from tqdm.auto import tqdm
 
 from ..arguments import RecipeTask, parse_arguments
 from ..recipe import check_flags
-from ..results_keys import results_path
+from ..results_keys import RUN_CONFIG_FILE, results_path
 from .lanes import CLAIM_FILE, Lane
 from .spec import Experiment, System, run_dir, training_order
 from .tables import report
@@ -90,7 +90,6 @@ def results_file(experiment: Experiment, run: Run) -> Path:
 
 RecipeRunner = Callable[[RecipeTask, list[str]], object]
 
-RUN_CONFIG = "run_config.json"
 # The keys of a run's flags that say where it lies and how it restarts, not what it trains: a moved experiment folder
 # (`--output_dir`) or another resume setting leaves its trained runs valid.
 PLACE_KEYS = ("output_dir", "resume_from_checkpoint")
@@ -115,7 +114,7 @@ def trained_any(experiment: Experiment, run: Run) -> bool:
 def changed_flags(experiment: Experiment, run: Run) -> dict[str, tuple]:
     """The flags the run's stored `run_config.json` holds that the experiment now gives it otherwise: flag -> (then,
     now); `{}` without a stored file. Paths inside the experiment folder are compared as moved with it."""
-    path = run.output_dir / RUN_CONFIG
+    path = run.output_dir / RUN_CONFIG_FILE
     if not path.exists():
         return {}
     then = moved_into(json.loads(path.read_text()), experiment, run)
@@ -249,8 +248,8 @@ def run_config_path(experiment: Experiment, run: Run) -> Path:
     Every lane writes it, at once when they start together: written beside and renamed over (atomically), so a lane
     reading it never reads another's half-written file."""
     run.output_dir.mkdir(parents=True, exist_ok=True)
-    path = run.output_dir / RUN_CONFIG
-    draft = run.output_dir / f"{RUN_CONFIG}.{uuid.uuid4().hex}"
+    path = run.output_dir / RUN_CONFIG_FILE
+    draft = run.output_dir / f"{RUN_CONFIG_FILE}.{uuid.uuid4().hex}"
     draft.write_text(json.dumps(run_flags(experiment, run), indent=2, sort_keys=True) + "\n")
     os.replace(draft, path)
     return path
