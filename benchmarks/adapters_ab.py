@@ -61,7 +61,7 @@ def main(argv: list[str] | None = None) -> list[overhead.Measurement]:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--measurements", nargs="+", default=["eval forward", "generate greedy"],
                         choices=overhead.MEASUREMENTS)
-    parser.add_argument("--bottleneck", type=int, help="the adapters' bottleneck (default: as many parameters)")
+    parser.add_argument("--bottleneck", type=overhead.positive_int, help="the adapters' bottleneck (default: as many parameters)")
     parser.add_argument("--adapter_key", default="direction", choices=["direction", "task"],
                         help="what keys the adapters: each example's direction, or each side's task")
     overhead.add_ab_arguments(parser, threads=1, repeats=20)

@@ -37,6 +37,7 @@ from transformers import MarianConfig, MarianMTModel  # noqa: E402
 
 from hf_headsel import HeadSelMarianConfig, HeadSelMarianMTModel, HeadSelector  # noqa: E402
 from headsel_recipes.trainer import schedule_value  # noqa: E402
+from overhead import positive_int  # noqa: E402  (beside this script)
 
 TASKS = ("copy_a", "copy_b", "reverse_a", "reverse_b")
 PAD, EOS, FIRST_SYMBOL = 0, 1, 2
@@ -246,7 +247,7 @@ def summary_table(results: dict) -> str:
 def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
-    parser.add_argument("--steps", type=int, default=MechanismSettings.steps)
+    parser.add_argument("--steps", type=positive_int, default=MechanismSettings.steps)
     parser.add_argument("--noise_scale", type=float, default=MechanismSettings.noise_scale,
                         help="scale of the Gumbel noise in training (0: the deterministic choice)")
     parser.add_argument("--final_noise_scale", type=float,

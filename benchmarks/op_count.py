@@ -42,12 +42,14 @@ from torch.profiler import ProfilerActivity, profile
 from overhead import (  # beside this script (its folder comes first on the module path)
     QUICK,
     BenchConfig,
+    config_from_flags,
     add_model_arguments,
     build_models,
     measurement_calls,
     measurement_label,
     model_overrides,
     model_summary,
+    positive_int,
 )
 
 from hf_headsel.attention import MIXED_BATCH_PROJECTIONS, HeadSelectionAttentionMixin  # noqa: E402
@@ -157,14 +159,12 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="the tiny configuration of overhead.py --quick")
     add_model_arguments(parser, tasks=False)
-    parser.add_argument("--tasks", type=int, nargs="+", metavar="T", dest="task_sweep",
+    parser.add_argument("--tasks", type=positive_int, nargs="+", metavar="T", dest="task_sweep",
                         help="count at each number of tasks per side (a mixed batch holds min(T, batch size) tasks)")
     parser.add_argument("--verbose", action="store_true", help="list the operations head selection adds or removes")
     args = parser.parse_args(argv)
     model = model_overrides(parser, args)
-    if args.task_sweep and min(args.task_sweep) < 1:
-        raise SystemExit("--tasks must be >= 1")
-    base = BenchConfig(**{**(QUICK if args.quick else {}), **model})
+    base = config_from_flags(**{**(QUICK if args.quick else {}), **model})
     torch.set_num_threads(1)
     print(f"{model_summary(base)}. Kernel-launching ATen ops and Python function calls per call (training: forward "
           "and backward, without the optimizer).")  # fmt: skip

@@ -178,6 +178,10 @@ class BenchConfig:
                              f"H' = {self.total_heads}, d_model {self.d_model}")  # fmt: skip
         if min(self.encoder_tasks, self.decoder_tasks) < 1:
             raise ValueError(f"each side needs at least one task, got {self.encoder_tasks} + {self.decoder_tasks}")
+        counts = {name: getattr(self, name) for name in POSITIVE_FIELDS}
+        if min(counts.values()) < 1 or self.warmup < 0:
+            raise ValueError(f"{', '.join(POSITIVE_FIELDS)} must be >= 1 and warmup >= 0: got {counts}, "
+                             f"warmup {self.warmup}")  # fmt: skip
         if self.attn_implementation is None:
             self.attn_implementation = FAMILIES[self.family].default_attn_implementation
 
@@ -189,6 +193,38 @@ class BenchConfig:
     def systems(self) -> tuple[str, ...]:
         """The systems timed: all three, or the compiled stock and headsel models."""
         return COMPILED_SYSTEMS if self.compile else SYSTEMS
+
+
+POSITIVE_FIELDS = ("batch_size", "src_len", "tgt_len", "gen_batch_size", "max_new_tokens", "num_beams", "repeats")
+
+
+def positive_int(text: str) -> int:
+    """An argparse type: an integer >= 1 (sizes, counts, repeats, threads), refused with the rule otherwise."""
+    return _bounded_int(text, 1)
+
+
+def non_negative_int(text: str) -> int:
+    """An argparse type: an integer >= 0 (`--warmup`)."""
+    return _bounded_int(text, 0)
+
+
+def config_from_flags(**fields) -> BenchConfig:
+    """The [`BenchConfig`] of a script's flags: a combination it refuses (H not dividing d_model, say) exits with
+    its rule instead of a traceback."""
+    try:
+        return BenchConfig(**fields)
+    except ValueError as error:
+        raise SystemExit(f"error: {error}") from None
+
+
+def _bounded_int(text: str, lowest: int) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if value < lowest:
+        raise argparse.ArgumentTypeError(f"must be >= {lowest}, got {value}")
+    return value
 
 
 QUICK = dict(
@@ -616,8 +652,8 @@ def add_ab_arguments(parser: argparse.ArgumentParser, threads: int, repeats: int
     """The options every A/B script beside this one takes: `--family`, `--threads`, `--repeats`, `--quick` and
     those of [`add_size_arguments`]."""
     parser.add_argument("--family", default="marian", choices=sorted(FAMILIES))
-    parser.add_argument("--threads", type=int, default=threads)
-    parser.add_argument("--repeats", type=int, default=repeats)
+    parser.add_argument("--threads", type=positive_int, default=threads)
+    parser.add_argument("--repeats", type=positive_int, default=repeats)
     parser.add_argument("--quick", action="store_true", help="the tiny configuration of overhead.py --quick")
     add_size_arguments(parser)
 
@@ -626,8 +662,8 @@ def ab_config(args: argparse.Namespace, **fields) -> BenchConfig:
     """The configuration of an A/B script's run (options of [`add_ab_arguments`]), every component selecting, with
     `fields` set; sets the torch thread count."""
     torch.set_num_threads(args.threads)
-    cfg = BenchConfig(family=args.family, components=COMPONENT_PRESETS["all"], **fields)
-    return replace(cfg, **{**(QUICK if args.quick else {}), "repeats": args.repeats, **size_overrides(args)})
+    return config_from_flags(family=args.family, components=COMPONENT_PRESETS["all"], **{
+        **fields, **(QUICK if args.quick else {}), "repeats": args.repeats, **size_overrides(args)})
 
 
 def ab_calls(cfg: BenchConfig, measurement: str, device: torch.device) -> tuple[dict, dict]:
@@ -712,13 +748,13 @@ def add_size_arguments(parser: argparse.ArgumentParser, tasks: bool = True) -> N
     it chooses them from and how, and the tasks of each side, which a mixed batch holds all of (up to its size). The
     defaults are the configuration issue 15's targets are stated for; other values measure what a configuration
     change would buy (`H' < 2H` needs `--strategy subset`: group needs `H'` a multiple of `H`)."""
-    parser.add_argument("--heads", type=int, help=f"H, heads per task and layer (default {BenchConfig.heads})")
-    parser.add_argument("--total-heads", type=int,
+    parser.add_argument("--heads", type=positive_int, help=f"H, heads per task and layer (default {BenchConfig.heads})")
+    parser.add_argument("--total-heads", type=positive_int,
                         help=f"H', candidate heads per layer (default {BenchConfig.total_heads})")  # fmt: skip
     parser.add_argument("--strategy", choices=STRATEGIES,
                         help=f"head-selection strategy (default {BenchConfig.strategy})")  # fmt: skip
     if tasks:
-        parser.add_argument("--tasks", type=int, help=f"tasks per side (default {BenchConfig.decoder_tasks})")
+        parser.add_argument("--tasks", type=positive_int, help=f"tasks per side (default {BenchConfig.decoder_tasks})")
 
 
 def size_overrides(args: argparse.Namespace) -> dict:
@@ -758,17 +794,17 @@ def parse_args(argv=None) -> tuple[argparse.Namespace, dict]:
     add_model_arguments(parser)
     parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     parser.add_argument("--dtype", default="float32", choices=sorted(DTYPES))
-    parser.add_argument("--repeats", type=int, help=f"timed rounds per measurement (default {BenchConfig.repeats})")
-    parser.add_argument("--warmup", type=int, help=f"untimed rounds per measurement (default {BenchConfig.warmup})")
-    parser.add_argument("--threads", type=int, help="torch CPU threads (default: every core this process may use; 1 with --quick)")
+    parser.add_argument("--repeats", type=positive_int, help=f"timed rounds per measurement (default {BenchConfig.repeats})")
+    parser.add_argument("--warmup", type=non_negative_int, help=f"untimed rounds per measurement (default {BenchConfig.warmup})")
+    parser.add_argument("--threads", type=positive_int, help="torch CPU threads (default: every core this process may use; 1 with --quick)")
     parser.add_argument("--quick", action="store_true", help="tiny model and inputs, 1 repeat: a CI smoke run")
     parser.add_argument("--json", type=Path, metavar="PATH", help="also write the results as JSON to PATH")
-    parser.add_argument("--batch-size", type=int, help=f"forward / training batch (default {BenchConfig.batch_size})")
-    parser.add_argument("--src-len", type=int, help=f"source length (default {BenchConfig.src_len})")
-    parser.add_argument("--tgt-len", type=int, help=f"target length (default {BenchConfig.tgt_len})")
-    parser.add_argument("--gen-batch-size", type=int, help=f"generation batch (default {BenchConfig.gen_batch_size})")
-    parser.add_argument("--max-new-tokens", type=int, help=f"generated tokens (default {BenchConfig.max_new_tokens})")
-    parser.add_argument("--num-beams", type=int, help=f"beam size of the beam measurement (default {BenchConfig.num_beams})")
+    parser.add_argument("--batch-size", type=positive_int, help=f"forward / training batch (default {BenchConfig.batch_size})")
+    parser.add_argument("--src-len", type=positive_int, help=f"source length (default {BenchConfig.src_len})")
+    parser.add_argument("--tgt-len", type=positive_int, help=f"target length (default {BenchConfig.tgt_len})")
+    parser.add_argument("--gen-batch-size", type=positive_int, help=f"generation batch (default {BenchConfig.gen_batch_size})")
+    parser.add_argument("--max-new-tokens", type=positive_int, help=f"generated tokens (default {BenchConfig.max_new_tokens})")
+    parser.add_argument("--num-beams", type=positive_int, help=f"beam size of the beam measurement (default {BenchConfig.num_beams})")
     parser.add_argument("--attn-implementation", choices=["eager", "sdpa", "flash_attention_2"],
                         help="attention backend of every system (default: sdpa where the stock model supports it, "
                              "else eager: Speech2Text)")  # fmt: skip
@@ -793,11 +829,9 @@ def main(argv=None) -> int:
                 "num_beams", "attn_implementation"):  # fmt: skip
         if getattr(args, key) is not None:
             overrides[key] = getattr(args, key)
-    cfg = BenchConfig(**overrides, compile=args.compile, compile_backend=args.compile_backend)
+    cfg = config_from_flags(**overrides, compile=args.compile, compile_backend=args.compile_backend)
     if args.mixed_batch_projection:
         HeadSelectionAttentionMixin.mixed_batch_projection = args.mixed_batch_projection
-    if cfg.repeats < 1 or cfg.warmup < 0:
-        raise SystemExit("--repeats must be >= 1 and --warmup >= 0")
     if cfg.compile and cfg.warmup < 1:
         raise SystemExit("--compile needs --warmup >= 1: the models compile in the warm-up rounds")
 

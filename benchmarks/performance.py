@@ -47,7 +47,18 @@ import torch
 from tqdm.auto import tqdm
 
 import transformers
-from overhead import DTYPES, QUICK, BenchConfig, build_models, generate_calls, make_inputs, synchronize  # beside this
+from overhead import (  # beside this script (its folder comes first on the module path)
+    DTYPES,
+    QUICK,
+    BenchConfig,
+    config_from_flags,
+    build_models,
+    generate_calls,
+    make_inputs,
+    non_negative_int,
+    positive_int,
+    synchronize,
+)
 
 SYSTEMS = ("stock", "headsel")
 DTYPE_ALIASES = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}
@@ -365,19 +376,19 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--quick", action="store_true", help="tiny model, 2 tasks / H' values per sweep: a smoke run")
     parser.add_argument("--output", type=Path, required=True,
                         help="output path without suffix: writes OUTPUT.json and OUTPUT.md")
-    parser.add_argument("--tasks", type=int, nargs="+", help="task counts per side to sweep (default 2 4 8 16)")
-    parser.add_argument("--total-heads", type=int, nargs="+", help="H' values to sweep (default 4 8 16)")
+    parser.add_argument("--tasks", type=positive_int, nargs="+", help="task counts per side to sweep (default 2 4 8 16)")
+    parser.add_argument("--total-heads", type=positive_int, nargs="+", help="H' values to sweep (default 4 8 16)")
     parser.add_argument("--batch-kind", choices=["mixed", "single"], default="mixed",
                         help="every task in each batch (default) or one task per batch")
-    parser.add_argument("--repeats", type=int, help=f"timed rounds per measurement (default {BenchConfig.repeats})")
-    parser.add_argument("--warmup", type=int, help=f"untimed rounds per measurement (default {BenchConfig.warmup})")
-    parser.add_argument("--num-beams", type=int, help=f"beam size (default {BenchConfig.num_beams})")
-    parser.add_argument("--batch-size", type=int, help=f"training batch (default {BenchConfig.batch_size})")
-    parser.add_argument("--gen-batch-size", type=int, help=f"generation batch (default {BenchConfig.gen_batch_size})")
+    parser.add_argument("--repeats", type=positive_int, help=f"timed rounds per measurement (default {BenchConfig.repeats})")
+    parser.add_argument("--warmup", type=non_negative_int, help=f"untimed rounds per measurement (default {BenchConfig.warmup})")
+    parser.add_argument("--num-beams", type=positive_int, help=f"beam size (default {BenchConfig.num_beams})")
+    parser.add_argument("--batch-size", type=positive_int, help=f"training batch (default {BenchConfig.batch_size})")
+    parser.add_argument("--gen-batch-size", type=positive_int, help=f"generation batch (default {BenchConfig.gen_batch_size})")
     parser.add_argument("--attn-implementation", choices=["eager", "sdpa", "flash_attention_2"],
                         help=f"attention backend (default {BenchConfig.attn_implementation})")
     parser.add_argument("--no-memory", action="store_true", help="skip the peak-memory pass")
-    parser.add_argument("--threads", type=int, help="torch CPU threads (default: every core; 1 with --quick)")
+    parser.add_argument("--threads", type=positive_int, help="torch CPU threads (default: every core; 1 with --quick)")
     return parser.parse_args(argv)
 
 
@@ -388,13 +399,9 @@ def main(argv=None) -> int:
     for key in ("repeats", "warmup", "num_beams", "batch_size", "gen_batch_size", "attn_implementation"):
         if getattr(args, key) is not None:
             overrides[key] = getattr(args, key)
-    cfg = BenchConfig(**overrides)
-    if cfg.repeats < 1 or cfg.warmup < 0:
-        raise SystemExit("--repeats must be >= 1 and --warmup >= 0")
+    cfg = config_from_flags(**overrides)
     tasks = args.tasks or ([2, 4] if args.quick else [2, 4, 8, 16])
     total_heads = args.total_heads or ([4, 8] if args.quick else [4, 8, 16])
-    if min(tasks) < 1:
-        raise SystemExit("--tasks must be >= 1")
     points = sweep_points(cfg, tasks, total_heads)
 
     device = torch.device(args.device)

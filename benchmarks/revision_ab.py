@@ -33,6 +33,10 @@ EARLIER = "hf_headsel_earlier"  # the import name of the earlier revision's pack
 
 def import_revision(revision: str, folder: Path):
     """The package `src/hf_headsel` of `revision`, imported as [`EARLIER`] from a copy in `folder`."""
+    found = subprocess.run(["git", "-C", str(REPOSITORY), "rev-parse", "--verify", "--quiet", f"{revision}^{{commit}}"],
+                           capture_output=True, text=True)  # fmt: skip
+    if found.returncode:
+        raise SystemExit(f"--rev {revision!r}: no such commit in {REPOSITORY}")
     archive = folder / "package.tar"
     with archive.open("wb") as out:
         subprocess.run(["git", "-C", str(REPOSITORY), "archive", revision, PACKAGE], stdout=out, check=True)

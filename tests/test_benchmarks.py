@@ -89,6 +89,40 @@ def test_compiled_generation_takes_the_compiled_decoding_step_and_int_task_ids()
         overhead.task_ints({"decoder_task_ids": torch.tensor([1, 2])})
 
 
+@pytest.mark.parametrize(
+    "script, argv, rule",
+    [
+        ("overhead", ["--batch-size", "0"], "--batch-size: must be >= 1, got 0"),
+        ("overhead", ["--repeats", "0"], "--repeats: must be >= 1, got 0"),
+        ("overhead", ["--warmup", "-1"], "--warmup: must be >= 0, got -1"),
+        ("overhead", ["--threads", "two"], "--threads: 'two' is not an integer"),
+        ("op_count", ["--tasks", "2", "0"], "--tasks: must be >= 1, got 0"),
+        ("performance", ["--output", "unused", "--num-beams", "0"], "--num-beams: must be >= 1, got 0"),
+        ("performance", ["--output", "unused", "--tasks", "0"], "--tasks: must be >= 1, got 0"),
+        ("adapters_ab", ["--bottleneck", "0"], "--bottleneck: must be >= 1, got 0"),
+        ("revision_ab", ["--rev", "no-such-revision"], "--rev 'no-such-revision': no such commit"),
+        ("mechanism", ["--steps", "0"], "--steps: must be >= 1, got 0"),
+    ],
+)
+def test_benchmark_flags_are_refused_with_their_rule(script, argv, rule, monkeypatch, capsys, tmp_path):
+    # a bad flag is refused by its rule before anything is built (it was a traceback, or silently the default)
+    monkeypatch.chdir(tmp_path)  # where a script that did run would write its default outputs
+    module = importlib.import_module(script)
+    monkeypatch.setattr(overhead.BenchConfig, "bench_family",
+                        property(lambda cfg: pytest.fail("a model was built for a bad flag")))  # fmt: skip
+    quick = [] if script == "mechanism" else ["--quick"]
+    with pytest.raises(SystemExit) as exit_info:
+        module.main([*quick, *argv])
+    assert rule in f"{exit_info.value} {capsys.readouterr().err}"
+
+
+def test_benchmark_configurations_refuse_empty_sizes():
+    with pytest.raises(ValueError, match="must be >= 1 and warmup >= 0"):
+        overhead.BenchConfig(max_new_tokens=0)
+    with pytest.raises(ValueError, match="must be >= 1 and warmup >= 0"):
+        overhead.BenchConfig(warmup=-1)
+
+
 def test_overhead_only_must_match_a_measurement(monkeypatch):
     # refused before any model is built
     monkeypatch.setattr(overhead, "build_models", lambda *args: pytest.fail("built models for a bad --only"))
@@ -179,8 +213,6 @@ def test_op_count_sweeps_the_number_of_tasks(tiny_op_count, capsys):
     # 4 calls (forward, greedy, beam, train step) x (single, mixed in each projection: auto, grouped, gathered, batched)
     assert len(rows) == 20
     assert {row.split(" | ")[2] for row in rows} == {"-", "auto (CPU)", "grouped", "gathered", "batched"}
-    with pytest.raises(SystemExit, match="--tasks must be >= 1"):
-        tiny_op_count.main(["--quick", "--tasks", "0"])
 
 
 def test_op_count_names_the_family_and_components_and_counts_beam_search(tiny_op_count, monkeypatch, capsys):
@@ -316,13 +348,15 @@ def test_overhead_sizes_the_head_pools_and_the_number_of_tasks(tmp_path, capsys)
     [
         (["--heads", "4", "--total-heads", "3"], "1 <= H <= H'"),
         (["--heads", "3"], "divide d_model"),
-        (["--tasks", "0"], "at least one task"),
+        (["--tasks", "0"], "--tasks: must be >= 1, got 0"),
     ],
 )
-def test_bad_sizes_are_refused_before_any_model_is_built(argv, message, monkeypatch):
+def test_bad_sizes_are_refused_before_any_model_is_built(argv, message, monkeypatch, capsys):
+    # refused with the rule, not a traceback
     monkeypatch.setattr(overhead, "build_models", lambda *args: pytest.fail("built models for bad arguments"))
-    with pytest.raises(ValueError, match=re.escape(message)):
+    with pytest.raises(SystemExit) as exit_info:
         overhead.main(["--quick", *argv])
+    assert message in f"{exit_info.value} {capsys.readouterr().err}"
 
 
 def test_component_presets():
