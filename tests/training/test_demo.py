@@ -77,6 +77,24 @@ def test_a_demo_run_in_a_used_folder_starts_it_over(demo_run, tmp_path):
     assert (used / SELECTION_LOG_NAME).read_text().splitlines() == snapshots  # the same run again, not appended
 
 
+def test_an_interrupted_demo_run_leaves_no_earlier_scores(demo_run, tmp_path, monkeypatch):
+    # metrics.json and the card are written last: an interrupted rerun left the earlier run's beside its new model
+    settings, _, _ = demo_run
+    used = Path(shutil.copytree(settings.output_dir, tmp_path / "out"))
+    baseline = used / demo.BASELINE_DIR
+    earlier = [used / demo.SUMMARY_FILE, used / demo.CARD_FILE, used / "predict_results.json",
+               baseline / "predict_results.json", baseline / "generated_predictions.jsonl"]
+    assert all(path.is_file() for path in earlier)
+
+    def interrupted(settings, system):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(demo, "train_and_score", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        demo.run_demo(dataclasses.replace(settings, output_dir=used))
+    assert [path for path in earlier if path.exists()] == []
+
+
 def test_checkpoint_is_a_shared_marian_model_with_its_recipe_and_scores(demo_run):
     settings, _, record = demo_run
     assert json.loads((settings.checkpoint / "config.json").read_text())["model_type"] == "marian"

@@ -47,6 +47,7 @@ from .metrics import prediction_quality
 from .recipe import RecipeResult, run
 from .results_keys import (POOLED, RUN_CONFIG_FILE, Score, group_scores, predictions_path, read_predictions, read_score,
                            score_key)
+from .run_folder import clear_earlier_run
 from .tasks import MT
 from .tokenizer import lang_token
 
@@ -64,6 +65,8 @@ CHECKPOINT_RECIPE = Path(__file__).resolve().parents[1] / "demo_checkpoint" / "o
 CHECKPOINT_DIR = CHECKPOINT_RECIPE.with_suffix("")
 CHECKPOINT_RECORD = "training_run.json"
 BASELINE_DIR = "shared_baseline"
+SUMMARY_FILE = "metrics.json"  # the demo's scores of both systems, written last
+CARD_FILE = "README.md"  # the model card, written last (hf_headsel.hub.write_model_card)
 METRIC = MT.metric
 CORPUS_SPLITS = ("train", "test")
 DATASET_NAME = "hf-headsel offline corpus (gettext catalogs of Django, Wagtail, Sphinx, django-oscar, Horizon)"
@@ -393,11 +396,26 @@ def quality_table(summary: dict) -> str:
     return "\n".join(lines)
 
 
+def clear_earlier_demo(settings: DemoSettings) -> list[str]:
+    """Remove what an earlier demo run wrote last (`metrics.json`, the model card) and each system's scores,
+    predictions and selection log ([`clear_earlier_run`], which each recipe run does anyway when it starts), so that
+    a run interrupted before the end leaves no earlier run's figures beside its new model. Returns what was removed."""
+    removed = []
+    for path in (settings.output_dir / SUMMARY_FILE, settings.output_dir / CARD_FILE):
+        if path.is_file():
+            path.unlink()
+            removed.append(path.name)
+    for system in SYSTEMS:
+        removed += clear_earlier_run(system_dir(settings, system))
+    return removed
+
+
 def run_demo(settings: DemoSettings) -> dict:
     """The whole demo; returns what `metrics.json` holds."""
     started = time.perf_counter()
     settings.output_dir.mkdir(parents=True, exist_ok=True)
     check_checkpoint(settings)
+    clear_earlier_demo(settings)
     print("[1/4] corpus")
     ensure_corpus(settings)
     results, seconds = {}, {}
@@ -424,8 +442,8 @@ def run_demo(settings: DemoSettings) -> dict:
         "reloaded_translations": translations,
         "seconds": {**seconds, "total": round(time.perf_counter() - started, 1)},
     }
-    (settings.output_dir / "metrics.json").write_text(json.dumps(summary, indent=2, ensure_ascii=False) + "\n",
-                                                      encoding="utf-8")
+    (settings.output_dir / SUMMARY_FILE).write_text(json.dumps(summary, indent=2, ensure_ascii=False) + "\n",
+                                                    encoding="utf-8")
     print_report(summary, settings, card, heatmap)
     return summary
 
@@ -442,7 +460,7 @@ def print_report(summary: dict, settings: DemoSettings, card: Path, heatmap: Pat
         print(f"  {lang}  {summary['reloaded_translations'][lang][0]}")
     print(f"\nModel and tokenizer: {settings.output_dir}   (HeadSelMarianMTModel.from_pretrained(path, task='de'); "
           "each source starts with '>>de<< ', its target language)")
-    print(f"Scores:              {settings.output_dir / 'metrics.json'}")
+    print(f"Scores:              {settings.output_dir / SUMMARY_FILE}")
     print(f"Model card:          {card}")
     print(f"Head sharing:        {heatmap} (in the card; more plots in {heatmap.parent})")
     print(f"Shared baseline:     {settings.output_dir / BASELINE_DIR}")
