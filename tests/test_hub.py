@@ -30,6 +30,7 @@ from hf_headsel.families import MARIAN
 from hf_headsel.hub import (
     DEFAULT_IGNORE_PATTERNS,
     MetricRecord,
+    check_upload,
     collect_metrics,
     create_hub_repo,
     prepare_model_folder,
@@ -397,6 +398,9 @@ def test_push_to_hub_refuses_a_folder_without_weights(tmp_path, hub, caplog):
     with caplog.at_level(logging.WARNING, logger="hf_headsel.hub"):
         push_to_hub(folder, "me/tiny", endpoint=hub.url, token="hf_fake")
     assert "tokenizer" not in caplog.text and hub.errors == []
+    # the same checks without the Hub: the files that go, the ignored checkpoint left out
+    files = check_upload(folder, token="hf_fake")
+    assert "model.safetensors" in files and not [name for name in files if name.startswith("checkpoint-")]
 
 
 def test_push_to_hub_needs_a_model_folder(tmp_path):

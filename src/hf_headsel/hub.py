@@ -110,6 +110,20 @@ def _warn_incomplete(folder: Path, files: list[str]) -> None:
                        "the folder first (tokenizer.save_pretrained(folder))", folder, ", ".join(PREPROCESSOR_FILES))
 
 
+def check_upload(folder: str | Path, *, token: str | bool | None = None, ignore_patterns: list[str] | None = None
+                 ) -> list[str]:
+    """Refuse, with a `ValueError`, a folder that [`push_to_hub`] would refuse: no `config.json`, no weights among
+    the files it uploads, or uploaded files holding the Hub token in use. Touches neither the Hub nor the folder: a
+    caller that creates the repository first (to name it in the card) checks here before. Returns the files that
+    would be uploaded (relative POSIX paths)."""
+    folder = Path(folder)
+    read_config(folder)
+    files = _upload_files(folder, [*DEFAULT_IGNORE_PATTERNS, *(ignore_patterns or [])])
+    _refuse_missing_weights(folder, files)
+    _refuse_token_leaks(folder, files, token)
+    return files
+
+
 def push_to_hub(
     folder: str | Path,
     repo_id: str,
@@ -149,14 +163,12 @@ def push_to_hub(
         The `CommitInfo` of the upload (its `repo_url.repo_id` is the whole id).
     """
     folder = Path(folder)
-    read_config(folder)
     patterns = [*DEFAULT_IGNORE_PATTERNS, *(ignore_patterns or [])]
-    _refuse_missing_weights(folder, _upload_files(folder, patterns))
+    check_upload(folder, token=token, ignore_patterns=ignore_patterns)  # before the folder is completed
     if prepare:
         prepare_model_folder(folder)
-    files = _upload_files(folder, patterns)
-    _refuse_token_leaks(folder, files, token)
-    _warn_incomplete(folder, files)
+        check_upload(folder, token=token, ignore_patterns=ignore_patterns)  # and what completing it added
+    _warn_incomplete(folder, _upload_files(folder, patterns))
     api = HfApi(endpoint=endpoint, token=token)
     repo_id = create_hub_repo(repo_id, token=token, private=private, endpoint=endpoint)
     if revision is not None and not revision.startswith("refs/pr/"):  # as the stock `PushToHubMixin.push_to_hub`
@@ -182,6 +194,7 @@ __all__ = [
     "SPEECH2TEXT",
     "Family",
     "MetricRecord",
+    "check_upload",
     "collect_metrics",
     "config_rows",
     "create_hub_repo",

@@ -61,6 +61,19 @@ def test_training_writes_the_card_and_pushes_once_at_the_end(text_corpus, tmp_pa
     assert result.trainer.args.push_to_hub is False
 
 
+def test_a_refused_upload_creates_no_repository(text_corpus, tmp_path, hub, monkeypatch):
+    # the run's configuration in its folder holds the token (`headsel-train mt <folder>/run_config.json`): refused
+    # before the repository is created (it was created first, then left empty)
+    monkeypatch.setattr(hub_constants, "ENDPOINT", hub.url)
+    out = tmp_path / "mt"
+    out.mkdir()
+    (out / "run_config.json").write_text(json.dumps({"hub_token": "hf_fake"}))
+    with pytest.raises(ValueError, match=r"\['run_config.json'\] in .* hold the Hub token"):
+        run(MT, mt_flags(text_corpus, out, "--push_to_hub", "--hub_model_id", "mt-tiny", "--hub_token", "hf_fake"))
+    assert hub.created == [] and hub.commits == []
+    assert (out / "model.safetensors").is_file()  # the trained model is kept
+
+
 def test_each_split_is_labelled_with_its_own_files():
     data_args = SimpleNamespace(dataset_name=None, manifest_dir=None, train_file=["data/train.jsonl"],
                                 validation_file=["data/dev.jsonl"], test_file=["data/b.jsonl", "data/a.jsonl"])
