@@ -84,6 +84,8 @@ class PointResult:
 
     point: Point
     tokens_per_step: int
+    # distinct tasks per side in a batch, {"train": n, "generate": n}: a mixed batch holds min(tasks, batch size)
+    tasks_per_batch: dict[str, int] = field(default_factory=dict)
     seconds: dict[str, dict[str, list[float]]] = field(default_factory=dict)  # measurement -> system -> seconds
     peak_bytes: dict[str, dict[str, int | None]] = field(default_factory=dict)  # measurement -> system -> bytes
     parameter_bytes: dict[str, int] = field(default_factory=dict)
@@ -105,7 +107,7 @@ class PointResult:
     def to_dict(self) -> dict:
         return {
             "tasks": self.point.tasks, "total_heads": self.point.total_heads, "sweeps": list(self.point.sweeps),
-            "tokens_per_step": self.tokens_per_step,
+            "tokens_per_step": self.tokens_per_step, "tasks_per_batch": self.tasks_per_batch,
             "train_tokens_per_s": {s: self.tokens_per_s(s) for s in SYSTEMS},
             "median_ms": {m: {s: 1000 * self.median_s(m, s) for s in SYSTEMS} for m in self.seconds},
             "cost_ratio": {m: self.cost_ratio(m) for m in self.seconds},
@@ -175,7 +177,8 @@ def train_step_calls(models: dict, inputs: dict, routing: dict, device: torch.de
 
 
 def workloads(cfg: BenchConfig, device: torch.device, dtype: torch.dtype, mixed: bool):
-    """`(tokens per training step, {measurement: {system: call}})` for one point, on fresh models."""
+    """`(tokens per training step, {measurement: {system: call}}, parameter bytes per system, distinct tasks per
+    batch {"train": n, "generate": n})` for one point, on fresh models."""
     train_models = build_systems(cfg, device)
     eval_models = {s: copy.deepcopy(m).to(dtype=dtype).eval() for s, m in train_models.items()}
     torch.manual_seed(30)
@@ -190,7 +193,9 @@ def workloads(cfg: BenchConfig, device: torch.device, dtype: torch.dtype, mixed:
     }
     tokens = int((train_inputs["labels"] != -100).sum())
     parameter_bytes = {s: sum(p.numel() * p.element_size() for p in eval_models[s].parameters()) for s in SYSTEMS}
-    return tokens, calls, parameter_bytes
+    tasks_per_batch = {name: int(routing["decoder_task_ids"].unique().numel())
+                       for name, routing in (("train", train_routing), ("generate", gen_routing))}
+    return tokens, calls, parameter_bytes, tasks_per_batch
 
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -291,8 +296,8 @@ def run(base: BenchConfig, points: list[Point], device: torch.device, dtype: tor
     results = []
     for point in tqdm(points, desc="timing", unit=" point"):
         cfg = point_config(base, point)
-        tokens, calls, parameter_bytes = workloads(cfg, device, dtype, mixed)
-        result = PointResult(point, tokens, parameter_bytes=parameter_bytes)
+        tokens, calls, parameter_bytes, tasks_per_batch = workloads(cfg, device, dtype, mixed)
+        result = PointResult(point, tokens, tasks_per_batch, parameter_bytes=parameter_bytes)
         for measurement, system_calls in calls.items():
             torch.manual_seed(0)
             result.seconds[measurement] = time_calls(system_calls, cfg, device)
@@ -303,7 +308,7 @@ def run(base: BenchConfig, points: list[Point], device: torch.device, dtype: tor
     method = "torch.cuda.max_memory_allocated" if device.type == "cuda" else PeakMemory.prepare_cpu()
     for result in tqdm(results, desc="memory", unit=" point"):
         cfg = point_config(base, result.point)
-        _, calls, _ = workloads(cfg, device, dtype, mixed)
+        _, calls, _, _ = workloads(cfg, device, dtype, mixed)
         beam = f"generate beam {cfg.num_beams}"
         for measurement in ("train step", beam):
             result.peak_bytes[measurement] = measure_memory(calls[measurement], device)
@@ -334,9 +339,9 @@ def report(results: list[PointResult], cfg: BenchConfig, environment: dict, memo
     """The Markdown report: a speed table and a memory table, one row per point."""
     beam = f"generate beam {cfg.num_beams}"
     speed = markdown_table(
-        ["tasks", "H'", "train tok/s stock", "headsel", "time ratio", "greedy ms stock", "headsel", "ratio",
+        ["tasks", "H'", "tasks per batch (train / gen)", "train tok/s stock", "headsel", "time ratio", "greedy ms stock", "headsel", "ratio",
          f"beam {cfg.num_beams} ms stock", "headsel", "ratio"],
-        [[str(r.point.tasks), str(r.point.total_heads),
+        [[str(r.point.tasks), str(r.point.total_heads), f"{r.tasks_per_batch['train']} / {r.tasks_per_batch['generate']}",
           f"{r.tokens_per_s('stock'):.0f}", f"{r.tokens_per_s('headsel'):.0f}", _ratio(r.cost_ratio("train step")),
           *_time_cells(r, "generate greedy"), *_time_cells(r, beam)]
          for r in results],
@@ -345,7 +350,8 @@ def report(results: list[PointResult], cfg: BenchConfig, environment: dict, memo
         f"## hf-headsel performance: {environment['device']}, {environment['dtype']}",
         "",
         f"Marian, d_model {cfg.d_model}, {cfg.layers}+{cfg.layers} layers, H = {cfg.heads}, group strategy on "
-        f"{', '.join(cfg.components)}; tasks = tasks per side. {environment['batch_kind']}-task batches: training "
+        f"{', '.join(cfg.components)}; tasks = tasks per side, of which a batch holds at most its size. "
+        f"{environment['batch_kind']}-task batches: training "
         f"{cfg.batch_size} x src {cfg.src_len} x tgt {cfg.tgt_len}; generation {cfg.gen_batch_size} x "
         f"{cfg.max_new_tokens} new tokens. Medians of {cfg.repeats} repeats after {cfg.warmup} warm-up; ratios are "
         f"head selection / stock at the same point (time: > 1 is slower; memory: > 1 is more). torch "

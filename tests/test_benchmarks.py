@@ -902,3 +902,22 @@ def test_corpus_overlap_counts_near_duplicates_of_training_sentences(tmp_path):
     shop, everything = [row for row in rows if row["split"] == "test"]
     assert shop == dict(everything, domain="shop")
     assert (shop["pairs"], shop["english"], shop["variant"], shop["ratio"]) == (4, 3, 1, 1)
+
+
+def test_performance_quick_sweep_reports_both_systems_and_the_tasks_a_batch_holds(tmp_path, capsys):
+    import performance
+
+    out = tmp_path / "perf"
+    performance.main(["--quick", "--output", str(out), "--tasks", "2", "8", "--total-heads", "8", "--no-memory",
+                      "--repeats", "1", "--warmup", "0"])
+    report = json.loads(out.with_suffix(".json").read_text())
+    points = {(p["tasks"], p["total_heads"]): p for p in report["points"]}
+    assert set(points) == {(2, 8), (8, 8), (4, 8)}  # the task sweep at the base H', the H' sweep at the base tasks
+    for point in points.values():
+        assert set(point["cost_ratio"]) == {"train step", "generate greedy", "generate beam 5"}
+        assert all(len(seconds) == 1 for timings in point["seconds"].values() for seconds in timings.values())
+    # --quick's batches hold 4 examples: 8 tasks per side put 4 tasks into one (the table says so, not 8)
+    assert points[(8, 8)]["tasks_per_batch"] == {"train": 4, "generate": 4}
+    assert points[(2, 8)]["tasks_per_batch"] == {"train": 2, "generate": 2}
+    table = out.with_suffix(".md").read_text()
+    assert "| 8 | 8 | 4 / 4 |" in table and table in capsys.readouterr().out
