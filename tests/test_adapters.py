@@ -1,5 +1,7 @@
 """Per-task bottleneck adapters (`task_adapter_dim`): the adapter baseline of Gong et al. (2021)."""
 
+import copy
+
 import pytest
 import torch
 
@@ -98,6 +100,31 @@ def test_generate_with_direction_adapters_routes_the_encoder_by_both_tasks(famil
             encoder_task_ids=ENCODER_IDS[row : row + 1], decoder_task_ids=DECODER_IDS[row : row + 1], **kwargs,
         )
         assert mixed[row].tolist() == one[0].tolist()
+
+
+@pytest.mark.parametrize("how", ["generation_config", "positional"])
+def test_generate_with_direction_adapters_captures_the_encoder_outputs_its_generation_config_asks_for(family, how):
+    # generate runs the encoder itself for direction adapters: it read output_* from keywords and the model's own
+    # generation config, so a generation_config argument asking for them got encoder_attentions None
+    model = family.model(task_adapter_dim=8, task_adapter_key="direction", attn_implementation="eager")
+    perturb_adapters(model)
+    inputs, ids = family.inputs(), dict(encoder_task_ids=ENCODER_IDS, decoder_task_ids=DECODER_IDS)
+    wanted = dict(output_attentions=True, output_hidden_states=True, return_dict_in_generate=True, max_new_tokens=3)
+    config = copy.deepcopy(model.generation_config)
+    config.update(**wanted)
+    if how == "positional":
+        main = inputs.pop(model.main_input_name)
+        by_config = model.generate(main, config, **inputs, **ids)
+        inputs[model.main_input_name] = main
+    else:
+        by_config = model.generate(**inputs, **ids, generation_config=config)
+    by_keywords = model.generate(**inputs, **ids, **wanted)
+    for name in ("encoder_attentions", "encoder_hidden_states"):
+        got, expected = getattr(by_config, name), getattr(by_keywords, name)
+        assert got is not None and len(got) == len(expected) > 0
+        for one, other in zip(got, expected):
+            torch.testing.assert_close(one, other)
+    assert by_config.sequences.tolist() == by_keywords.sequences.tolist()
 
 
 def _random_adapters() -> TaskAdapters:

@@ -59,6 +59,25 @@ def test_batch_kl_is_token_weighted_over_tasks_present(family, cross_key):
     assert expected.item() > 0
     unweighted = expected_batch_kl(model, encoder_ids, decoder_ids, torch.zeros_like(labels))
     assert not torch.allclose(expected, unweighted)
+    # no target token at all: the examples weigh equally (not 0 / 0, a NaN loss at any KL weight)
+    silent = model(**family.inputs(), labels=torch.full_like(labels, -100), encoder_task_ids=encoder_ids,
+                   decoder_task_ids=decoder_ids)  # fmt: skip
+    torch.testing.assert_close(silent.head_selection_kl, unweighted)
+
+
+def test_unequal_encoder_and_decoder_depths_select_per_side(family):
+    # each component's selector has its own side's layers (every other test uses equal depths)
+    model = family.model(head_selection_components=ALL_COMPONENTS, encoder_layers=3, decoder_layers=1)
+    config = model.config
+    shapes = {component: tuple(heads.shape) for component, heads in model.selected_heads().items()}
+    assert shapes == {
+        "encoder_self": (len(config.encoder_tasks), 3, config.encoder_attention_heads),
+        "decoder_self": (len(config.decoder_tasks), 1, config.decoder_attention_heads),
+        "decoder_cross": (len(config.decoder_tasks), 1, config.decoder_attention_heads),
+    }
+    ids = dict(encoder_task_ids=torch.tensor([0, 1, 1, 0]), decoder_task_ids=torch.tensor([0, 2, 1, 2]))
+    out = model(**family.inputs(), labels=family.labels(), **ids)
+    assert torch.isfinite(out.loss) and len(model.generate(**family.inputs(), **ids, max_new_tokens=2)) == 4
 
 
 def test_batch_kl_is_reported_at_weight_zero_and_needs_labels(family):

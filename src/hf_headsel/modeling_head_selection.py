@@ -424,16 +424,17 @@ class HeadSelectionModelMixin(HeadSelectionBaseModelMixin):
             encoder_inputs = {self.main_input_name: inputs} if inputs is not None else {
                 "inputs_embeds": kwargs.pop("inputs_embeds", None)}
             reference = first_tensor(*encoder_inputs.values())
+            # what the stock encoder pass reads: a keyword, else the call's generation config (keyword or the
+            # second positional argument, as `GenerationMixin.generate` takes it), else the model's
+            generation_config = kwargs.get("generation_config") or (args[0] if args else None) or self.generation_config
             with torch.no_grad():
                 kwargs["encoder_outputs"] = self.get_encoder()(
                     **encoder_inputs,
                     attention_mask=kwargs.get("attention_mask"),
                     head_selection_routing=self.task_routes(
                         encoder_task_ids, decoder_task_ids, reference.shape[0], reference.device),
-                    output_attentions=kwargs.get("output_attentions", self.generation_config.output_attentions),
-                    output_hidden_states=kwargs.get(
-                        "output_hidden_states", self.generation_config.output_hidden_states
-                    ),
+                    output_attentions=kwargs.get("output_attentions", generation_config.output_attentions),
+                    output_hidden_states=kwargs.get("output_hidden_states", generation_config.output_hidden_states),
                     return_dict=True,
                 )
         outer = self.__dict__.get("_generation_memo")  # a generate call inside a generate call keeps its own
