@@ -64,6 +64,11 @@ def test_dict_columns_and_constant_languages(tmp_path):
     ("train_es_en_tedx", {"split": "train", "source_lang": "es", "target_lang": "en", "domain": "tedx"}),
     ("dev_fr-pt_europarl", {"split": "dev", "source_lang": "fr", "target_lang": "pt", "domain": "europarl"}),
     ("test_it_it_covost", {"split": "test", "source_lang": "it", "target_lang": "it", "domain": "covost"}),
+    ("train_zh-CN_en_covost", {"split": "train", "source_lang": "zh-CN", "target_lang": "en", "domain": "covost"}),
+    ("dev_en-zh-CN_covost", {"split": "dev", "source_lang": "en", "target_lang": "zh-CN", "domain": "covost"}),
+    ("test_es-419_sv-SE_ted_talks", {"split": "test", "source_lang": "es-419", "target_lang": "sv-SE",
+                                     "domain": "ted_talks"}),
+    ("train_zh-Hant_en_ted", {"split": "train", "source_lang": "zh-Hant", "target_lang": "en", "domain": "ted"}),
     ("train_asr_es", None),
     ("train", None),
 ])

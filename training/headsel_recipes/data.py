@@ -36,8 +36,14 @@ logger = logging.getLogger(__name__)
 SPLITS = ("train", "validation", "test")
 SAMPLE_LIMITS = {"train": "max_train_samples", "validation": "max_eval_samples", "test": "max_predict_samples"}
 FAIRSEQ_COLUMNS = ("id", "audio", "n_frames", "tgt_text", "speaker", "src_lang", "tgt_lang")
-# {split}_{src}_{tgt}_{domain}, also accepted: {split}_{src}-{tgt}_{domain}
-FAIRSEQ_SPLIT_NAME = re.compile(r"^(?P<split>[^_]+)_(?P<source_lang>[^_-]+)[_-](?P<target_lang>[^_-]+)_(?P<domain>.+)$")
+# A language code in a split name, with its BCP-47 subtags: `es`, `zh-CN`, `zh-Hant`, `es-419` (CoVoST's names). A
+# region or script subtag starts upper-case or with a digit, a language lower-case: that tells `zh-CN` (one code)
+# from `es-en` (two).
+FAIRSEQ_LANGUAGE = r"[^_-]+(?:-(?:[A-Z][A-Za-z]*|[0-9]+))*"
+# {split}_{src}_{tgt}_{domain}, also accepted: {split}_{src}-{tgt}_{domain}; the domain may hold underscores.
+FAIRSEQ_SPLIT_NAME = re.compile(
+    rf"^(?P<split>[^_]+)_(?P<source_lang>{FAIRSEQ_LANGUAGE})[_-](?P<target_lang>{FAIRSEQ_LANGUAGE})_(?P<domain>.+)$"
+)
 # UTF-8, with or without the byte-order mark spreadsheet programs write (else it would open the first column's name).
 CSV_ENCODING = "utf-8-sig"
 EXTENSION_FORMATS = {".json": "json", ".jsonl": "json", ".csv": "csv", ".tsv": "tsv", ".parquet": "parquet"}
