@@ -102,6 +102,19 @@ def test_generate_with_direction_adapters_routes_the_encoder_by_both_tasks(famil
         assert mixed[row].tolist() == one[0].tolist()
 
 
+def test_generate_with_direction_adapters_masks_the_padding_in_its_encoder_pass(family):
+    # generate runs the encoder itself for direction adapters: its first step must score what a forward pass with the
+    # same attention mask does (the last example is padded; unmasked, its padding would be attended)
+    model = family.model(task_adapter_dim=8, task_adapter_key="direction")
+    perturb_adapters(model)
+    inputs, ids = family.inputs(), dict(encoder_task_ids=ENCODER_IDS, decoder_task_ids=DECODER_IDS)
+    generated = model.generate(**inputs, **ids, max_new_tokens=1, output_logits=True, return_dict_in_generate=True)
+    start = torch.full((len(ENCODER_IDS), 1), model.generation_config.decoder_start_token_id)
+    with torch.no_grad():
+        forward = model(**inputs, **ids, decoder_input_ids=start).logits[:, -1]
+    torch.testing.assert_close(generated.logits[0], forward)
+
+
 @pytest.mark.parametrize("how", ["generation_config", "positional"])
 def test_generate_with_direction_adapters_captures_the_encoder_outputs_its_generation_config_asks_for(family, how):
     # generate runs the encoder itself for direction adapters: it read output_* from keywords and the model's own

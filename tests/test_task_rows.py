@@ -49,3 +49,20 @@ def test_gradcheck_and_gradgradcheck(sizes):
 
     assert torch.autograd.gradcheck(function, (x, *weights, *biases))
     assert torch.autograd.gradgradcheck(function, (x, *weights, *biases))
+
+
+@pytest.mark.parametrize("trainable", ["x", "weights", "biases"])
+def test_gradients_when_only_some_inputs_are_trained(trainable):
+    # frozen weights with trained biases (BitFit), frozen biases, or a frozen model under an input attribution: the
+    # backward pass must still give each trained input autograd's gradient
+    x, rows, sizes, weights, biases = inputs()
+    groups = {"x": [x], "weights": weights, "biases": biases}
+    for name, group in groups.items():
+        for tensor in group:
+            tensor.requires_grad_(name == trainable)
+    params = (*weights, *biases)
+    ours = TaskRowsLinear.apply(x, rows, sizes, len(weights), *params)
+    reference = task_rows_linear(x, rows, sizes, len(weights), *params)
+    grad = torch.randn_like(ours)
+    torch.testing.assert_close(torch.autograd.grad(ours, groups[trainable], grad),
+                               torch.autograd.grad(reference, groups[trainable], grad))
