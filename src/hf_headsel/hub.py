@@ -164,10 +164,11 @@ def push_to_hub(
     """
     folder = Path(folder)
     patterns = [*DEFAULT_IGNORE_PATTERNS, *(ignore_patterns or [])]
-    check_upload(folder, token=token, ignore_patterns=ignore_patterns)  # before the folder is completed
+    # checked once, before the folder is completed: completing it adds this package's modules and config entries,
+    # neither weights nor a token
+    check_upload(folder, token=token, ignore_patterns=ignore_patterns)
     if prepare:
         prepare_model_folder(folder)
-        check_upload(folder, token=token, ignore_patterns=ignore_patterns)  # and what completing it added
     _warn_incomplete(folder, _upload_files(folder, patterns))
     api = HfApi(endpoint=endpoint, token=token)
     repo_id = create_hub_repo(repo_id, token=token, private=private, endpoint=endpoint)
