@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import io
+import math
 import zipfile
 from collections import Counter
 from types import SimpleNamespace
@@ -145,6 +146,21 @@ def test_collators_pad_and_augment_only_training_batches():
     baseline = Seq2SeqCollator(False, 9, with_task_ids=False)([{"input_ids": [4, 5, 6], "labels": [1]},
                                                               {"input_ids": [4], "labels": [1, 2]}])
     assert baseline["input_ids"].tolist() == [[4, 5, 6], [4, 9, 9]] and "encoder_task_ids" not in baseline
+
+
+def test_spec_augment_is_given_each_examples_own_length():
+    # masks are drawn within the lengths given: the padded length puts a short utterance's masks partly on padding
+    # (it is masked less than a long one) or all of it under one mask
+    seen = []
+
+    def spec_augment(features, lengths):
+        seen.append(lengths.tolist())
+        return features
+
+    Seq2SeqCollator(True, 1, spec_augment=spec_augment)([
+        {"input_features": np.ones((frames, 4), np.float32), "labels": [2], "encoder_task_ids": 0,
+         "decoder_task_ids": 0} for frames in (5, 3)])
+    assert seen == [[5, 3]]
 
 
 # ---- metrics ------------------------------------------------------------------------------------------------------
@@ -331,6 +347,13 @@ def test_average_checkpoints(tmp_path):
     assert averaged["w"].tolist() == [2.0, 2.0] and averaged["n"].tolist() == [2]
 
 
+def _trainer(model, tmp_path, args: dict | None = None, **trainer_kwargs) -> HeadSelSeq2SeqTrainer:
+    """A recipe Trainer on the CPU; `args`: more `Seq2SeqTrainingArguments`."""
+    args = Seq2SeqTrainingArguments(output_dir=str(tmp_path), use_cpu=True, report_to="none",
+                                    remove_unused_columns=False, **(args or {}))
+    return HeadSelSeq2SeqTrainer(model=model, args=args, **trainer_kwargs)
+
+
 def _optimizer_groups(model, tmp_path, **trainer_kwargs):
     args = Seq2SeqTrainingArguments(output_dir=str(tmp_path), learning_rate=1e-3, weight_decay=0.01, warmup_steps=0,
                                     use_cpu=True, report_to="none")
@@ -361,6 +384,49 @@ def test_the_task_sampler_is_told_the_epoch_it_runs(marian, tmp_path, monkeypatc
     monkeypatch.setattr(Seq2SeqTrainer, "_run_epoch", lambda self, **kwargs: seen.append(sampler.epoch))
     trainer._run_epoch(model=trainer.model, epoch=3)
     assert seen == [3]
+
+
+def test_task_sampling_draws_from_the_data_seed(marian, tmp_path):
+    # --data_seed fixes the data order apart from the initialisation (--seed), as the Trainer documents; without it
+    # --seed does
+    model, groups = marian.model(), ["a"] * 30 + ["b"] * 10
+
+    def draws(**args):
+        return list(_trainer(model, tmp_path, args, sampling_groups=groups, sampling_alpha=0.5)._get_train_sampler())
+
+    assert draws(seed=0, data_seed=7) == draws(seed=1, data_seed=7) == draws(seed=7) != draws(seed=0, data_seed=8)
+    assert len(draws(seed=0)) == len(groups)  # an epoch draws as many examples as the training set holds
+
+
+def test_natural_task_proportions_read_every_example_once_per_epoch(marian, tmp_path):
+    # --sampling_alpha 1 keeps the Trainer's shuffled sampler: a permutation, not draws with replacement
+    data = Dataset.from_dict({"input_ids": [[index + 3] for index in range(40)]})
+    trainer = _trainer(marian.model(), tmp_path, train_dataset=data, sampling_groups=["a"] * 30 + ["b"] * 10,
+                       sampling_alpha=1.0)
+    assert sorted(trainer._get_train_sampler()) == list(range(40))
+
+
+def test_step_loss_is_the_step_token_mean_plus_the_batch_mean_kl():
+    # each of 4 accumulated batches adds a quarter of its KL (the step's KL is the mean over its batches); each of 2
+    # processes' losses is doubled, as their gradients are averaged while the token count (8) is the whole step's
+    model = SimpleNamespace(config=SimpleNamespace(head_selection_kl_weight=1.0))
+    trainer = SimpleNamespace(label_smoother=HeadSelLoss(0.0, model), current_gradient_accumulation_steps=4,
+                              args=SimpleNamespace(average_tokens_across_devices=True, world_size=2),
+                              accelerator=SimpleNamespace(num_processes=2))
+    outputs = {"logits": torch.zeros(1, 2, 5), "head_selection_kl": torch.tensor(2.0)}  # uniform over 5 tokens
+    loss = HeadSelSeq2SeqTrainer.step_loss(trainer, outputs, torch.tensor([[1, 2]]), 8)
+    assert float(loss) == pytest.approx(2 * (2 * math.log(5) / 8) + 2.0 / 4)
+
+
+def test_training_batches_get_the_train_collator_and_evaluation_batches_their_own(marian, tmp_path):
+    # SpecAugment lives in the train collator and the task-tag prefix in the evaluation one: either serving the
+    # other's batches trains without augmentation or scores without the prefix, silently
+    data = Dataset.from_dict({"input_ids": [[5, 6], [7]], "labels": [[9, 2], [2]]})
+    trainer = _trainer(marian.model(), tmp_path, train_dataset=data, eval_dataset=data,
+                       train_collator=Seq2SeqCollator(False, marian.pad_token_id, False),
+                       data_collator=Seq2SeqCollator(False, marian.pad_token_id, False, decoder_prefix_start=1))
+    assert "decoder_prefix_ids" not in next(iter(trainer.get_train_dataloader()))
+    assert "decoder_prefix_ids" in next(iter(trainer.get_eval_dataloader()))
 
 
 def test_selection_logits_get_their_own_learning_rate_and_weight_decay(marian, tmp_path):
@@ -419,3 +485,16 @@ def test_evaluation_batches_carry_the_task_tag_prefix_and_generation_is_forced_t
     assert torch.equal(generated[:, 0], expected[:, 0])
     assert (generated[:, 1] == model.config.pad_token_id).all()  # the tag is not part of the scored text
     torch.testing.assert_close(generated[:, 2:expected.shape[1]], expected[:, 2:])
+
+
+def test_task_tag_generation_keeps_the_generation_flags(marian, tmp_path):
+    # with --task_tag, generation is given the prefix as one more keyword: --generation_max_length and
+    # --generation_num_beams must still apply, not the model's own generation config
+    model = marian.stock_model().eval()
+    model.generation_config.max_length = 30
+    collator = Seq2SeqCollator(False, marian.pad_token_id, False,
+                               decoder_prefix_start=model.config.decoder_start_token_id)
+    trainer = _trainer(model, tmp_path, dict(predict_with_generate=True, generation_max_length=5,
+                                             generation_num_beams=1), data_collator=collator)
+    output = trainer.predict(Dataset.from_dict({"input_ids": [[5, 6, 7, 0]], "labels": [[9, 7, 0]]}))
+    assert (output.predictions[:, 5:] == marian.pad_token_id).all()  # padded to the model's max_length (30)

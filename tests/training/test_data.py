@@ -5,9 +5,13 @@ from __future__ import annotations
 
 import json
 import os
+from collections import Counter
+from dataclasses import replace
 
 import pytest
+from datasets import Dataset
 from recipe_testkit import text_rows, write_jsonl, write_table
+from transformers import Speech2TextFeatureExtractor
 
 from headsel_recipes.arguments import DataArguments, RecipeTask
 from headsel_recipes.data import (
@@ -18,7 +22,7 @@ from headsel_recipes.data import (
     load_splits,
     parse_fairseq_split_name,
 )
-from headsel_recipes.preprocess import PrepareContext, prepare_split
+from headsel_recipes.preprocess import PrepareContext, prepare_example, prepare_split
 from headsel_recipes.tokenizer import train_marian_tokenizer
 
 ASR = RecipeTask("asr", speech=True, target_field="text", metric="wer", same_language=True)
@@ -189,7 +193,8 @@ def test_text_rows_skipped_and_counted(tmp_path):
     assert all(labels[-1] == tokenizer.eos_token_id for labels in prepared["labels"])
 
 
-def test_evaluation_splits_cut_long_text_instead_of_skipping_it(tmp_path):
+@pytest.mark.parametrize("split", ["validation", "test"])
+def test_evaluation_splits_cut_long_text_instead_of_skipping_it(tmp_path, split):
     rows = text_rows(4, seed=0)
     rows[1] = {**rows[1], "source": " ".join(["the cat"] * 40), "target": " ".join(["die Katze"] * 40)}
     data = load(MT, tmp_path, train_file=[str(write_jsonl(tmp_path / "t.jsonl", rows))])["train"]
@@ -198,10 +203,74 @@ def test_evaluation_splits_cut_long_text_instead_of_skipping_it(tmp_path):
                          max_target_length=40)
     _, train_report = prepare_split(data, "train", ctx)
     assert train_report.skipped == {"target_too_long": 1}  # checked first
-    prepared, report = prepare_split(data, "test", ctx)
+    prepared, report = prepare_split(data, split, ctx)
     assert report.skipped == {} and len(prepared) == 4
     long_row = prepared[1]
     assert len(long_row["input_ids"]) == 20 and long_row["input_ids"][-1] == tokenizer.eos_token_id
     assert len(long_row["labels"]) == 40 and long_row["labels"][-1] == tokenizer.eos_token_id
     assert long_row["reference"] == rows[1]["target"]  # scored against the whole reference
     assert prepared[0]["input_ids"] == tokenizer(data[0]["source_text"])["input_ids"]  # short rows untouched
+
+
+def two_vocabulary_tokenizer(text=None, text_target=None):
+    """A tokenizer whose sources and targets are two vocabularies, as Marian's two sentencepiece models: an id per
+    word (from 10 for sources, from 100 for targets), then `</s>` (2)."""
+    first, words = (10, text) if text_target is None else (100, text_target)
+    return {"input_ids": [first + index for index in range(len(words.split()))] + [2]}
+
+
+TEXT_ROW = {"id": "r", "source_text": "the cat runs", "target_text": "die katze", "source_lang": "en",
+            "target_lang": "de", "domain": ""}
+
+
+def test_labels_are_tokenized_as_targets():
+    # read with the source vocabulary, the labels would be other ids than the ones the model generates
+    out = prepare_example(TEXT_ROW, PrepareContext(MT, "lang", ["en"], ["de"], two_vocabulary_tokenizer))
+    assert (out["input_ids"], out["labels"]) == ([10, 11, 12, 2], [100, 101, 2])
+
+
+def test_text_of_exactly_the_length_limit_is_kept():
+    # --max_source_length / --max_target_length are the most tokens a training row may hold, not one more than that
+    ctx = PrepareContext(MT, "lang", ["en"], ["de"], two_vocabulary_tokenizer, max_source_length=4,
+                         max_target_length=3)
+    assert prepare_example(TEXT_ROW, ctx)["skip_reason"] == ""
+    assert prepare_example(TEXT_ROW, replace(ctx, max_source_length=3))["skip_reason"] == "source_too_long"
+    assert prepare_example(TEXT_ROW, replace(ctx, max_target_length=2))["skip_reason"] == "target_too_long"
+
+
+def test_duration_limits_skip_training_audio_only_and_the_frame_limit_is_inclusive(speech_corpus, tmp_path):
+    # --min/max_duration_in_seconds filter the training data; evaluation splits keep every utterance (each is
+    # scored); the frame limit (the model's positions) applies to every split and holds that many frames
+    data = load(ASR, tmp_path, train_file=[str(speech_corpus / "train_clean.jsonl")])["train"]
+    words = Counter(len(text.split()) for text in data["target_text"])  # 0.12 s of tone per word
+    ctx = PrepareContext(ASR, "lang", ["es", "fr"], ["es", "fr"], two_vocabulary_tokenizer,
+                         feature_extractor=Speech2TextFeatureExtractor(), min_duration=0.3, max_duration=0.4)
+    assert prepare_split(data, "train", ctx)[1].skipped == {"audio_too_short": words[2], "audio_too_long": words[4]}
+    prepared, report = prepare_split(data, "validation", ctx)
+    assert report.skipped == {}
+    frames = max(prepared["length"])
+    limited = replace(ctx, max_source_length=frames)
+    assert prepare_split(data, "validation", limited)[1].skipped == {}
+    longest = prepared["length"].count(frames)
+    assert prepare_split(data, "validation", replace(limited, max_source_length=frames - 1))[1].skipped == {
+        "audio_too_long": longest}
+
+
+def test_a_rows_own_languages_win_over_the_language_flags(tmp_path):
+    # --source_lang / --target_lang fill in rows that name no language; they do not relabel rows that name one
+    rows = text_rows(3, seed=0)  # en-de, en-fr, de-en
+    rows[0] = {**rows[0], "source_lang": "", "target_lang": ""}
+    train = load(MT, tmp_path, train_file=[str(write_jsonl(tmp_path / "t.jsonl", rows))], source_lang="it",
+                 target_lang="es")["train"]
+    assert list(zip(train["source_lang"], train["target_lang"])) == [("it", "es"), ("en", "fr"), ("de", "en")]
+
+
+def test_max_train_samples_keeps_the_first_rows(tmp_path):
+    rows = text_rows(5, seed=0)
+    train = load(MT, tmp_path, train_file=[str(write_jsonl(tmp_path / "t.jsonl", rows))], max_train_samples=3)["train"]
+    assert train["id"] == [row["id"] for row in rows[:3]]
+
+
+def test_rows_without_a_language_add_no_task():
+    data = Dataset.from_dict({"source_lang": ["en", ""], "target_lang": ["de", "de"], "domain": ["", ""]})
+    assert collect_tasks(data, MT, "lang") == (["en"], ["de"])

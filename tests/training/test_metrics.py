@@ -6,19 +6,26 @@ from __future__ import annotations
 import random
 import unicodedata
 
+import numpy as np
 import pytest
+import sacrebleu
+from recipe_testkit import text_rows
 
 from headsel_recipes.metrics import (
     TaskMetrics,
     bleu_statistics,
     bootstrap_interval,
+    bootstrap_sums,
     corpus_bleu,
     corpus_wer,
     is_unusable,
+    normalize_for_wer,
+    percentile_interval,
     prediction_quality,
     unusable_share,
     wer_statistics,
 )
+from headsel_recipes.tokenizer import train_marian_tokenizer
 
 
 def noisy_corpus(size: int, seed: int = 0) -> tuple[list[str], list[str]]:
@@ -48,7 +55,6 @@ def test_bootstrap_interval_contains_the_score_and_narrows_with_more_sentences(m
 
 def test_statistics_reproduce_the_corpus_scores():
     import jiwer
-    import sacrebleu
 
     references, hypotheses = noisy_corpus(60, seed=5)
     hypotheses[3] = ""
@@ -109,3 +115,46 @@ def test_scores_compare_the_text_the_tokenizer_can_write():
     assert corpus_bleu([decomposed], [composed]) == pytest.approx(100.0)
     row = {"group": "fr", "reference": decomposed, "prediction": composed}
     assert prediction_quality([row])["chrf"] == pytest.approx(100.0)
+
+
+def test_wer_drops_every_kind_of_punctuation_and_counts_words_against_empty_references():
+    # dashes, quotes and brackets are punctuation too (Unicode P*), not only `Po`; a hypothesis for an empty
+    # reference is all insertions, not free
+    assert normalize_for_wer("«State-of-the-art» (models)…") == "stateoftheart models"
+    assert corpus_wer(["", "a b"], ["x y", "a b"]) == 100.0  # 2 insertions / 2 reference words
+
+
+def test_bleu_is_sacrebleus_with_its_tokenizer_and_smoothing():
+    references, hypotheses = ["我喜欢吃苹果和香蕉"], ["我喜欢吃苹果"]  # --bleu_tokenize zh: no spaces to split at
+    assert corpus_bleu(references, hypotheses, "zh") == pytest.approx(
+        sacrebleu.corpus_bleu(hypotheses, [references], tokenize="zh").score)
+    references, hypotheses = ["the cat sat on the mat today"], ["the cat on mat sat today"]  # no 4-gram: smoothed
+    assert corpus_bleu(references, hypotheses) == pytest.approx(sacrebleu.corpus_bleu(hypotheses, [references]).score)
+
+
+def test_chrf_is_sacrebleus_default_chrf():
+    rows = [{"group": "x", "reference": "the cat sat on the mat", "prediction": "the cat sat on a mat"}]
+    expected = sacrebleu.corpus_chrf(["the cat sat on a mat"], [["the cat sat on the mat"]]).score
+    assert prediction_quality(rows)["chrf"] == round(expected, 2)
+
+
+def test_bootstrap_resamples_every_sentence_and_reports_the_central_95_percent():
+    assert percentile_interval(np.arange(1001.0)) == pytest.approx((25.0, 975.0))
+    sums = bootstrap_sums(np.array([[0, 1], [0, 1], [10, 1]]), 4000, np.random.default_rng(0))
+    assert (sums[:, 1] == 3).all()  # as many sentences as there are, drawn with replacement
+    assert sums[:, 0].mean() == pytest.approx(10.0, rel=0.05)  # the last one drawn once per resample on average
+
+
+def test_decoding_drops_special_tokens_and_the_trainers_padding():
+    rows = text_rows(20, seed=0)
+    tokenizer = train_marian_tokenizer([row["source"] for row in rows] + [row["target"] for row in rows],
+                                       vocab_size=60)
+    ids = tokenizer(text_target=["the cat", "die katze rennt"], padding=True).input_ids
+    ids = np.array([row + [-100, -100] for row in ids])  # the Trainer pads batches of other widths with -100
+    assert TaskMetrics(tokenizer, "bleu").decode(ids) == ["the cat", "die katze rennt"]
+
+
+def test_the_task_score_is_the_mean_over_groups():
+    # the paper averages languages: with three groups the median (the middle one) would differ
+    scores = TaskMetrics(None, "wer").scores(["a b"] * 3, ["a b", "a b", "x y"], ["g1", "g2", "g3"])
+    assert scores["wer"] == pytest.approx(100 / 3, abs=0.01)
