@@ -91,6 +91,24 @@ def test_read_audio_fairseq_paths(tmp_path):
             read_audio(bad)
 
 
+def test_a_segment_must_lie_inside_its_file(tmp_path):
+    # cut short, a segment would no longer match its transcript; an offset on a `.npy` (one utterance's features)
+    # was ignored: each is an unreadable row, skipped and counted
+    soundfile.write(tmp_path / "a.wav", np.zeros(1600, np.float32), 16000)
+    np.save(tmp_path / "f.npy", np.zeros((30, 80), np.float32))
+    with zipfile.ZipFile(tmp_path / "fbank.ZIP", "w", zipfile.ZIP_STORED) as archive:  # any case of the suffix
+        archive.writestr("u1.npy", (tmp_path / "f.npy").read_bytes())
+    offset, length = _stored_zip_entry(tmp_path / "fbank.ZIP", "u1.npy")
+    assert read_audio(f"{tmp_path / 'fbank.ZIP'}:{offset}:{length}").features.shape == (30, 80)
+    assert read_audio(f"{tmp_path / 'a.wav'}:800:800").waveform.shape == (800,)  # up to the file's end
+    size = (tmp_path / "fbank.ZIP").stat().st_size
+    for cell, rule in [(f"{tmp_path / 'a.wav'}:800:1600", "runs past the end of the file \\(800 of 1600 frames"),
+                       (f"{tmp_path / 'fbank.ZIP'}:{size - 10}:{length}", f"\\(10 of {length} bytes"),
+                       (f"{tmp_path / 'f.npy'}:0:10", "a .npy file holds one utterance's features")]:
+        with pytest.raises(AudioError, match=rule):
+            read_audio(cell)
+
+
 def test_decoded_stereo_arrays_are_downmixed_in_either_layout():
     left, right = np.linspace(-0.5, 0.5, 16000, dtype=np.float32), np.full(16000, 0.25, np.float32)
     mono = (left + right) / 2

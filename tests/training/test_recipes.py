@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import shutil
 
 import pytest
 import torch
 import yaml
+from datasets.fingerprint import Hasher
 from recipe_testkit import TINY_TEXT, one_sgd_step_flags, text_rows, tiny_flags, write_jsonl
 from safetensors.torch import load_file
 from transformers import (
@@ -22,12 +24,19 @@ from transformers import (
 
 import hf_headsel
 from headsel_recipes import run
-from headsel_recipes.data import DataError
+from headsel_recipes.arguments import parse_arguments
+from headsel_recipes.data import DataError, load_splits
 from headsel_recipes.metrics import NOISE_DEPENDENCE_NATS, UNLEARNED_SHARE, unusable_share
-from headsel_recipes.recipe import selection_noise, warn_if_noise_dependent, warn_if_unlearned
+from headsel_recipes.recipe import (
+    get_tokenizer,
+    resolve_tasks,
+    selection_noise,
+    warn_if_noise_dependent,
+    warn_if_unlearned,
+)
 from headsel_recipes.results_keys import TRAIN_LOSS_EVAL_MODE, TRAIN_LOSS_TRAIN_MODE
 from headsel_recipes.tasks import ASR, MT, ST
-from headsel_recipes.tokenizer import train_marian_tokenizer
+from headsel_recipes.tokenizer import load_tokenizer, train_marian_tokenizer
 
 
 def read_json(path):
@@ -53,6 +62,8 @@ def test_asr_end_to_end_with_bad_rows(speech_corpus, tmp_path, caplog):
         "unknown_language": 1}}
     assert report["validation"]["skipped"] == {"unknown_language": 1}
     assert "train: kept 16 of 23 examples; skipped 7: audio_too_long=1" in caplog.text
+    # why audio is unreadable (a wrong folder, a format) is said, not only counted
+    assert re.search(r"train: the first unreadable audio: (garbage|missing): \S", caplog.text)
 
     eval_results = read_json(out / "eval_results.json")
     assert {"eval_wer", "eval_wer_es", "eval_wer_fr", "eval_wer_pooled", "eval_loss"} <= set(eval_results)
@@ -317,10 +328,14 @@ def test_resume_continues_same_data_and_selector_state(text_corpus, tmp_path):
         (["--do_train", "--metric_for_best_model", "eval_wer"], "eval_wer is an error rate .* --greater_is_better false"),
         (["--do_train", "--average_last_n", "2", "--save_strategy", "steps", "--save_total_limit", "2",
           "--eval_strategy", "steps", "--early_stopping_patience", "2"], "checkpoints kept beside the best one"),
+        (["--do_train", "--tokenizer_model_type", "bogus"], "--tokenizer_model_type 'bogus': use one of unigram"),
+        (["--do_train", "--vocab_size", "0"], "--vocab_size 0: must be at least 1"),
+        (["--do_train", "--tokenizer_max_sentences", "0"], "--tokenizer_max_sentences 0: must be at least 1"),
     ],
     ids=["predict-without-a-model", "temperature-schedule", "noise-schedule", "early-stopping", "average-unsaved",
          "average-more-than-kept", "bleu-tokenizer", "task-tag-in-mt", "resume-missing", "resume-none",
-         "task-sampling-and-another-order", "error-rate-higher-better", "average-beside-the-best"],
+         "task-sampling-and-another-order", "error-rate-higher-better", "average-beside-the-best",
+         "tokenizer-model-type", "vocab-size", "tokenizer-sentences"],
 )
 def test_flag_rules_fail_before_any_work(text_corpus, tmp_path, flags, message):
     out = tmp_path / "run"
@@ -328,6 +343,26 @@ def test_flag_rules_fail_before_any_work(text_corpus, tmp_path, flags, message):
     with pytest.raises(ValueError, match=message):
         run(MT, tiny_flags(out, speech=False) + files + flags)
     assert not out.exists()  # no tokenizer trained and left behind for the next run to reuse
+
+
+@pytest.mark.parametrize("flag", ["--tokenizer_name", "--feature_extractor_name"])
+def test_a_named_tokenizer_or_feature_extractor_must_load(speech_corpus, tmp_path, flag):
+    # a typo in the name gave the default feature extractor silently, features the model was not trained on
+    typo = str(tmp_path / "no_such_folder")
+    with pytest.raises(DataError, match=f"cannot load a {flag[2:-5].replace('_', ' ')} from '{typo}'"):
+        run(ASR, tiny_flags(tmp_path / "run", speech=True) + [
+            "--train_file", str(speech_corpus / "train.jsonl"), "--do_train", flag, typo])
+
+
+def test_a_trained_tokenizer_hashes_as_the_one_later_processes_load(text_corpus, tmp_path):
+    # the prepared splits' cache is keyed by the tokenizer's hash: the other processes of a distributed run and a
+    # resumed run load the tokenizer from the output folder, and must find the splits the main process prepared
+    model_args, head_args, data_args, training_args = parse_arguments(tiny_flags(tmp_path / "run", speech=False) + [
+        "--train_file", str(text_corpus / "train.jsonl"), "--do_train"])
+    raw = load_splits(MT, data_args, ["train"], "lang", model_args.cache_dir)
+    encoder_tasks, decoder_tasks, _ = resolve_tasks(MT, head_args, raw, None, None)
+    trained = get_tokenizer(MT, model_args, data_args, raw, encoder_tasks, decoder_tasks, training_args)
+    assert Hasher.hash(trained) == Hasher.hash(load_tokenizer(training_args.output_dir, speech=False))
 
 
 def test_resuming_a_checkpoint_of_another_structure_is_refused(text_corpus, tmp_path):

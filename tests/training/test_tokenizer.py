@@ -9,6 +9,8 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
+
 from headsel_recipes.tokenizer import train_marian_tokenizer, train_speech_tokenizer
 
 TEXTS = ["the cat sat on the mat", "die Katze sass auf der Matte", "le chat", "a dog", "ein Hund"] * 4
@@ -56,3 +58,10 @@ def test_a_sampled_tokenizer_is_the_same_in_every_process(tmp_path):
     for model in models:
         subprocess.run([sys.executable, "-c", script, str(model)], check=True)
     assert models[0].read_bytes() == models[1].read_bytes()
+
+
+def test_a_vocabulary_smaller_than_the_text_needs_names_the_flag():
+    # sentencepiece's own message advises a --character_coverage option the recipes do not have
+    with pytest.raises(ValueError, match="--vocab_size 10 is smaller than the pieces every tokenizer of this text "
+                                         "needs: each of its characters, 3 special tokens and 0 tags"):
+        train_marian_tokenizer(["abcdefghijklmnop qrstuvw"], 10)

@@ -59,17 +59,31 @@ def split_fairseq_path(path: str) -> tuple[str, int | None, int | None]:
     return path, None, None
 
 
+def _check_complete(path: str, offset: int, length: int, got: int, unit: str) -> None:
+    # a segment running past the end of its file would come back cut short, no longer matching its transcript
+    if got < length:
+        raise AudioError(f"{path}:{offset}:{length} runs past the end of the file ({got} of {length} {unit} there)")
+
+
 def read_audio_path(path: str) -> AudioInput:
-    """Read a path cell (see the module docstring)."""
+    """Read a path cell (see the module docstring). A segment (`:offset:length`) must lie inside its file, and a
+    `.npy` file is read whole (an offset on one is refused)."""
     path, offset, length = split_fairseq_path(path)
-    if offset is not None and path.endswith(".zip"):
+    suffix = path.lower().rsplit(".", 1)[-1]
+    if offset is not None and suffix == "zip":
         with open(path, "rb") as handle:
             handle.seek(offset)
-            return _decode_bytes(handle.read(length))
-    if path.endswith(".npy"):
+            data = handle.read(length)
+        _check_complete(path, offset, length, len(data), "bytes")
+        return _decode_bytes(data)
+    if suffix == "npy":
+        if offset is not None:
+            raise AudioError(f"{path}:{offset}:{length}: a .npy file holds one utterance's features; give its path "
+                             "alone (offsets address bytes of a .zip or frames of an audio file)")
         return AudioInput(features=np.load(path))
     if offset is not None:
         waveform, rate = soundfile.read(path, start=offset, frames=length, dtype="float32", always_2d=True)
+        _check_complete(path, offset, length, waveform.shape[0], "frames")
     else:
         waveform, rate = soundfile.read(path, dtype="float32", always_2d=True)
     return AudioInput(waveform=waveform.mean(axis=1), sampling_rate=rate)

@@ -212,6 +212,10 @@ def prepare_split(
     )
     reasons = Counter(reason for reason in prepared["skip_reason"] if reason)
     report = SplitReport(split, len(prepared), dict(reasons))
+    if reasons.get("unreadable_audio"):
+        # the reason alone does not say why (a wrong --audio_root, an unsupported format): the first one's error
+        logger.warning("%s: the first unreadable audio: %s", split,
+                       first_audio_error(dataset[prepared["skip_reason"].index("unreadable_audio")], ctx))
     if reasons:
         prepared = prepared.filter(lambda reason: not reason, input_columns="skip_reason", num_proc=num_proc,
                                    desc=f"Dropping skipped {split} rows")
@@ -219,6 +223,15 @@ def prepare_split(
     else:
         logger.info(report.summary())
     return prepared.remove_columns("skip_reason"), report
+
+
+def first_audio_error(row: dict, ctx: PrepareContext) -> str:
+    """The error of a row skipped as `unreadable_audio` (read again: the map that skipped it may be a cached one)."""
+    try:
+        extract_features(read_audio(row["audio"]), ctx.feature_extractor)
+    except (AudioError, ValueError) as error:
+        return f"{row['id']}: {error}"
+    return f"{row['id']}: read again without error"
 
 
 def write_report(reports: list[SplitReport], path: Path) -> None:

@@ -28,6 +28,7 @@ from .preprocess import PrepareContext, SplitReport, prepare_split, write_report
 from .results_keys import TRAIN_LOSS_EVAL_MODE, TRAIN_LOSS_TRAIN_MODE, predictions_path, unusable_key
 from .run_folder import AVERAGED_CHECKPOINTS_NAME, clear_earlier_run, earlier_run
 from .tokenizer import (
+    check_tokenizer_flags,
     has_tokenizer,
     lang_token,
     load_tokenizer,
@@ -116,10 +117,10 @@ def get_tokenizer(task: RecipeTask, model_args: ModelArguments, data_args: DataA
     with training_args.main_process_first(local=False, desc="building the tokenizer"):
         own = own_output_dir(data_args, training_args) if training_args.process_index == 0 else training_args.output_dir
         for path in (model_args.tokenizer_name, model_args.model_name_or_path, own):
-            explicit = path == model_args.tokenizer_name or not Path(path or ".").exists()  # a name or a Hub id
-            if path is not None and (explicit or has_tokenizer(path, task.speech)):
+            if path is not None and (must_load(path, model_args.tokenizer_name, model_args)
+                                     or has_tokenizer(path, task.speech)):
                 logger.info("tokenizer from %s", path)
-                return load_tokenizer(path, task.speech, model_args.cache_dir)
+                return load_named("tokenizer", path, lambda: load_tokenizer(path, task.speech, model_args.cache_dir))
         if model_args.model_name_or_path:
             raise DataError(f"{model_args.model_name_or_path} holds no tokenizer: give the one it was trained with "
                             "(--tokenizer_name)")
@@ -140,8 +141,26 @@ def get_tokenizer(task: RecipeTask, model_args: ModelArguments, data_args: DataA
                                                symbols or None, model_args.tokenizer_max_sentences)
         if training_args.should_save:
             tokenizer.save_pretrained(training_args.output_dir)
+            # loaded back from there, as the other processes and a resumed run load it: the trained one holds its
+            # files in a temporary folder, a path that would give the prepared splits' cache another key
+            tokenizer = load_tokenizer(training_args.output_dir, task.speech, model_args.cache_dir)
         logger.info("trained a %d-piece sentencepiece tokenizer on the training text", len(tokenizer))
         return tokenizer
+
+
+def must_load(path: str, named: str | None, model_args: ModelArguments) -> bool:
+    """Whether `path` must load (else the next place is tried): it is the flag's own `named` one, or a checkpoint
+    that is no local folder (a Hub id)."""
+    return path == named or (path == model_args.model_name_or_path and not Path(path).exists())
+
+
+def load_named(what: str, path: str, load):
+    """`load()`, its failure (a typo, a folder without the files, a Hub id offline) a [`DataError`] naming `path`."""
+    try:
+        return load()
+    except OSError as error:
+        raise DataError(f"cannot load a {what} from {path!r} (a local folder holding its files, or a Hub id): "
+                        f"{error}") from error
 
 
 def target_languages(raw: dict, task_type: str, decoder_tasks: list[str]) -> list[str]:
@@ -165,11 +184,17 @@ def own_output_dir(data_args: DataArguments, training_args) -> str | None:
 def get_feature_extractor(model_args: ModelArguments, data_args: DataArguments,
                           training_args) -> Speech2TextFeatureExtractor:
     """`--feature_extractor_name`, else the checkpoint's, else the output folder's, else 80 log-mel bins at 16 kHz
-    with utterance mean/variance normalization (fairseq's S2T front end)."""
+    with utterance mean/variance normalization (fairseq's S2T front end).
+
+    A `--feature_extractor_name`, or a checkpoint that is not a local folder (a Hub id), must load: a typo would
+    otherwise give the default front end silently, features the checkpoint was not trained on."""
     for path in (model_args.feature_extractor_name, model_args.model_name_or_path,
                  own_output_dir(data_args, training_args)):
-        if path is not None and any((Path(path) / name).exists() for name in FEATURE_EXTRACTOR_FILES):
-            return Speech2TextFeatureExtractor.from_pretrained(path)
+        if path is not None and (must_load(path, model_args.feature_extractor_name, model_args)
+                                 or any((Path(path) / name).exists() for name in FEATURE_EXTRACTOR_FILES)):
+            logger.info("feature extractor from %s", path)
+            return load_named("feature extractor", path, lambda: Speech2TextFeatureExtractor.from_pretrained(
+                path, cache_dir=model_args.cache_dir))
     return Speech2TextFeatureExtractor(feature_size=80, num_mel_bins=80, sampling_rate=16000, padding_value=0.0,
                                        do_ceptral_normalize=True, normalize_means=True, normalize_vars=True)
 
@@ -268,6 +293,7 @@ def check_flags(task: RecipeTask, model_args: ModelArguments, head_args: HeadSel
                          "the decoder task with --task_tag")
     if training_args.do_train:
         check_output_dir(task, model_args, data_args, training_args)
+    check_tokenizer_flags(model_args.vocab_size, model_args.tokenizer_model_type, model_args.tokenizer_max_sentences)
     if not model_args.shared_baseline:
         list(_schedules(head_args))  # each non-constant schedule has its final value
     if data_args.sampling_alpha != 1.0 and training_args.train_sampling_strategy != "random":
@@ -500,6 +526,8 @@ def run(task: RecipeTask, args: list[str] | None = None) -> RecipeResult:
             if training_args.should_save:
                 clear_earlier_run(training_args.output_dir)
 
+    # before the data is read: a feature extractor that does not load fails the run at once
+    feature_extractor = get_feature_extractor(model_args, data_args, training_args) if task.speech else None
     fixed = checkpoint_tasks(model_args.model_name_or_path, model_args.cache_dir) if (
         model_args.model_name_or_path and not model_args.shared_baseline) else None
     task_type = fixed[2] if fixed else (head_args.task_type or "lang")
@@ -508,7 +536,6 @@ def run(task: RecipeTask, args: list[str] | None = None) -> RecipeResult:
     encoder_tasks, decoder_tasks, task_type = resolve_tasks(task, head_args, raw, fixed, model_args.model_name_or_path)
     logger.info("task_type=%s; encoder tasks %s; decoder tasks %s", task_type, encoder_tasks, decoder_tasks)
     tokenizer = get_tokenizer(task, model_args, data_args, raw, encoder_tasks, decoder_tasks, training_args, task_type)
-    feature_extractor = get_feature_extractor(model_args, data_args, training_args) if task.speech else None
     head_args.task_type = task_type
     model = build_model(task, model_args, head_args, tokenizer, encoder_tasks, decoder_tasks)
     if training_args.do_train:

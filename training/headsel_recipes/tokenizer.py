@@ -26,6 +26,8 @@ logger = logging.getLogger(__name__)
 
 SPEECH_SPECIALS = {"bos": (0, "<s>"), "pad": (1, "<pad>"), "eos": (2, "</s>"), "unk": (3, "<unk>")}
 MARIAN_SPECIALS = {"eos": (0, "</s>"), "unk": (1, "<unk>"), "pad": (2, "<pad>"), "bos": (-1, "<s>")}
+# sentencepiece's model types (`--tokenizer_model_type`, any case).
+TOKENIZER_MODEL_TYPES = ("unigram", "bpe", "char", "word")
 # The seed of the sentences a tokenizer is trained on when there are more than `max_sentences`: every run (and every
 # process of a distributed one) on the same text trains the same tokenizer.
 SENTENCE_SAMPLE_SEED = 0
@@ -41,6 +43,16 @@ def task_tag(task_type: str, task: str) -> str:
     return f"<{'domain' if task_type == 'domain' else 'lang'}:{task}>"
 
 
+def check_tokenizer_flags(vocab_size: int, model_type: str, max_sentences: int) -> None:
+    """A `ValueError` naming the rule when `--vocab_size`, `--tokenizer_model_type` or `--tokenizer_max_sentences`
+    cannot train a tokenizer (checked at start-up: sentencepiece would fail only after the data is read)."""
+    if model_type.lower() not in TOKENIZER_MODEL_TYPES:
+        raise ValueError(f"--tokenizer_model_type {model_type!r}: use one of {', '.join(TOKENIZER_MODEL_TYPES)}")
+    for flag, value in (("--vocab_size", vocab_size), ("--tokenizer_max_sentences", max_sentences)):
+        if value < 1:
+            raise ValueError(f"{flag} {value}: must be at least 1")
+
+
 def train_sentencepiece(
     texts: Iterable[str],
     model_path: Path,
@@ -52,7 +64,8 @@ def train_sentencepiece(
 ) -> dict[str, int]:
     """Train a sentencepiece model on `texts` into `model_path` and return its vocabulary `{piece: id}`.
 
-    `vocab_size` is a soft limit (a small corpus yields fewer pieces rather than an error).
+    `vocab_size` is a soft upper limit (a small corpus yields fewer pieces rather than an error); below the pieces
+    every model needs (each character of the text, the special tokens and `user_symbols`) it is a `ValueError`.
     """
     texts = [text for text in texts if text]
     if not texts:
@@ -62,18 +75,27 @@ def train_sentencepiece(
     options = {f"{name}_id": index for name, (index, _) in specials.items()}
     options.update({f"{name}_piece": piece for name, (index, piece) in specials.items() if index >= 0})
     with open(model_path, "wb") as writer:
-        spm.SentencePieceTrainer.train(
-            sentence_iterator=iter(texts),
-            model_writer=writer,
-            vocab_size=vocab_size,
-            model_type=model_type,
-            character_coverage=1.0,
-            input_sentence_size=0,  # every sentence given (sampled above)
-            hard_vocab_limit=False,
-            user_defined_symbols=user_symbols or [],
-            minloglevel=2,
-            **options,
-        )
+        try:
+            spm.SentencePieceTrainer.train(
+                sentence_iterator=iter(texts),
+                model_writer=writer,
+                vocab_size=vocab_size,
+                model_type=model_type,
+                character_coverage=1.0,
+                input_sentence_size=0,  # every sentence given (sampled above)
+                hard_vocab_limit=False,
+                user_defined_symbols=user_symbols or [],
+                minloglevel=2,
+                **options,
+            )
+        except RuntimeError as error:
+            if "required_chars" not in str(error):
+                raise
+            # sentencepiece's own message advises a --character_coverage option the recipes do not have
+            pieces = len(options) - len(specials)  # the special tokens that are pieces (Marian's has no `<s>`)
+            raise ValueError(f"--vocab_size {vocab_size} is smaller than the pieces every tokenizer of this text "
+                             f"needs: each of its characters, {pieces} special tokens and {len(user_symbols or [])} "
+                             f"tags; raise --vocab_size ({error})") from None
     processor = spm.SentencePieceProcessor(model_file=str(model_path))
     return {processor.id_to_piece(index): index for index in range(processor.get_piece_size())}
 
