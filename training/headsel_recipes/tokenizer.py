@@ -115,7 +115,7 @@ def train_speech_tokenizer(texts: Iterable[str], vocab_size: int, model_type: st
     folder = tokenizer_folder()
     vocab = train_sentencepiece(texts, folder / "sentencepiece.bpe.model", vocab_size, SPEECH_SPECIALS, model_type,
                                 user_symbols=tags, max_sentences=max_sentences)
-    (folder / "vocab.json").write_text(json.dumps(vocab, ensure_ascii=False))
+    (folder / "vocab.json").write_text(json.dumps(vocab, ensure_ascii=False), encoding="utf-8")
     return Speech2TextTokenizer(vocab_file=str(folder / "vocab.json"), spm_file=str(folder / "sentencepiece.bpe.model"))
 
 
@@ -128,7 +128,7 @@ def train_marian_tokenizer(texts: Iterable[str], vocab_size: int, model_type: st
     vocab = train_sentencepiece(texts, folder / "source.spm", vocab_size, MARIAN_SPECIALS, model_type,
                                 user_symbols=symbols, max_sentences=max_sentences)
     shutil.copyfile(folder / "source.spm", folder / "target.spm")
-    (folder / "vocab.json").write_text(json.dumps(vocab, ensure_ascii=False))
+    (folder / "vocab.json").write_text(json.dumps(vocab, ensure_ascii=False), encoding="utf-8")
     return MarianTokenizer(source_spm=str(folder / "source.spm"), target_spm=str(folder / "target.spm"),
                            vocab=str(folder / "vocab.json"))
 

@@ -363,7 +363,8 @@ def report(experiment: Experiment, task: RecipeTask, digits: int = 1) -> dict:
         "systems": {name: system_json(entry) for name, entry in scores.items()},
         "tables": tables,
     }
-    (experiment.output_dir / "results.json").write_text(json.dumps(results, indent=2, ensure_ascii=False) + "\n")
+    (experiment.output_dir / "results.json").write_text(json.dumps(results, indent=2, ensure_ascii=False) + "\n",
+                                                       encoding="utf-8")
     (experiment.output_dir / "results.md").write_text(markdown, encoding="utf-8")
     print(markdown)
     return results
