@@ -290,3 +290,20 @@ def test_cli_writes_stability_plot_from_the_log_next_to_the_model(marian, tmp_pa
     assert saved["stability"]["stable_since"] == {"encoder_self": {"en": 10, "de": 0}}
     assert saved["components"]["encoder_self"]["summary"]["mean_sharing_between_tasks"] == pytest.approx(0.75)
     assert "selection stable since" in capsys.readouterr().out
+
+
+# A wrong selection must be refused, not turned into a wrong Figure 3 (sharing) or load plot.
+def test_selections_out_of_range_or_repeated_anywhere_are_refused():
+    with pytest.raises(ValueError, match=r"candidate indices in \[0, 4\)"):
+        head_load(torch.tensor([[[0, 4]]]), 4)  # H' itself is out of range
+    with pytest.raises(ValueError, match="task 0, layer 0 lists head 0 twice"):  # not next to each other
+        head_sharing_matrix(torch.tensor([[[0, 1, 0]], [[0, 1, 2]]]), 4)
+
+
+# The stability plot must not mix a model selecting in no component with records of another model.
+def test_a_first_snapshot_of_no_component_is_the_reference_shape(tmp_path):
+    """A model selecting in no component logs `{}`: later records of another shape are a different model."""
+    log_path = tmp_path / "log.jsonl"
+    write_log(log_path, [json.dumps({"step": 0, "selections": {}}), snapshot_line(10, A, A)])
+    log = read_selection_log(log_path)
+    assert [s.step for s in log.snapshots] == [0] and dict(log.skipped) == {"different tasks or shape": 1}

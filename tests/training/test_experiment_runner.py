@@ -24,7 +24,7 @@ import headsel_recipes.experiment.runner as runner_module
 from headsel_recipes import run
 from headsel_recipes.cli.experiment import main as run_experiment_command
 from headsel_recipes.experiment.runner import CLAIM_FILE, Lane, plan_runs, run_experiment, run_flags, train_all
-from headsel_recipes.experiment.lanes import STALE_SECONDS
+from headsel_recipes.experiment.lanes import LOCK_FILE, LOCK_STALE_SECONDS, STALE_SECONDS
 from headsel_recipes.experiment.spec import parse_experiment
 from headsel_recipes.experiment.tables import UNSUPPORTED
 from headsel_recipes.results_keys import TRAIN_LOSS_EVAL_MODE, TRAIN_LOSS_TRAIN_MODE, score_key, unusable_key
@@ -476,12 +476,18 @@ def test_two_lanes_taking_over_one_stale_claim_hold_it_once(tmp_path, monkeypatc
     assert not list(run.output_dir.glob(f"{CLAIM_FILE}*"))
 
 
-def test_a_held_run_s_claim_beats(tmp_path):
-    """While a lane trains a run it touches the claim: the heartbeat lanes on other machines judge it by."""
+def claimed_with_a_fast_heartbeat(tmp_path):
+    """A lane beating every 10 ms that has claimed the first run of `lanes_experiment`; the run and the claim's
+    path."""
     run = plan_runs(lanes_experiment(tmp_path))[0]
     lane = Lane(heartbeat_seconds=0.01)
     assert lane.claim(run)
-    claim = run.output_dir / CLAIM_FILE
+    return lane, run, run.output_dir / CLAIM_FILE
+
+
+def test_a_held_run_s_claim_beats(tmp_path):
+    """While a lane trains a run it touches the claim: the heartbeat lanes on other machines judge it by."""
+    lane, run, claim = claimed_with_a_fast_heartbeat(tmp_path)
     with lane.holding(run):
         os.utime(claim, (0, 0))
         deadline = time.monotonic() + 10
@@ -499,3 +505,44 @@ def test_a_run_whose_flags_break_a_rule_stops_the_experiment_before_any_run_trai
     with pytest.raises(ValueError, match="--temperature_schedule needs --final_temperature"):
         train_all(experiment, TASKS["mt"], lambda task, args: calls.append(args))
     assert calls == []
+
+
+# results.md says which split its figures come from: test-set and validation scores are not interchangeable.
+def test_report_names_the_split_it_scores(tmp_path):
+    for split, words in (("predict", "on the test set"), ("eval", "on the validation set")):
+        experiment = lanes_experiment(tmp_path, tmp_path / split, split=split)
+        run_experiment(experiment, TASKS, fake_recipe(LANES_SCORES, []), tables_only=True)
+        assert words in (tmp_path / split / "results.md").read_text()
+
+
+# A lane that stopped while holding a run's lock must not block the run for the claims' ten minutes (or forever).
+def test_a_lock_left_by_a_stopped_lane_is_broken_after_the_lock_timeout(tmp_path):
+    """A lock is held for a few file operations: one untouched for `LOCK_STALE_SECONDS` (far shorter than the claims'
+    `STALE_SECONDS`) is broken when a lane takes over a stale claim; a younger one is respected."""
+    run = plan_runs(lanes_experiment(tmp_path))[0]
+    run.output_dir.mkdir(parents=True)
+    claim, lock, lane = run.output_dir / CLAIM_FILE, run.output_dir / LOCK_FILE, Lane()
+    stale_claim, stale_lock = time.time() - 2 * STALE_SECONDS, time.time() - 2 * LOCK_STALE_SECONDS
+    assert 2 * LOCK_STALE_SECONDS < STALE_SECONDS  # the lock is stale, yet would not be by the claims' timeout
+    for lock_touched, taken in ((time.time(), False), (stale_lock, True)):
+        claim.write_text("other-host 557 dc47290c7b18\n")
+        os.utime(claim, (stale_claim, stale_claim))
+        lock.write_text("other-host 557 dc47290c7b18\n")  # its lane stopped between two file operations
+        os.utime(lock, (lock_touched, lock_touched))
+        assert lane.claim(run) is taken
+    assert claim.read_text().split()[2] == lane.id
+    assert not lock.exists()  # released once the takeover was done
+    lane.release(run)
+    assert not list(run.output_dir.glob(f"{CLAIM_FILE}*"))
+
+
+# The heartbeat keeps a claim alive: touching another lane's claim would keep a stopped lane's run from being taken
+# over.
+def test_a_heartbeat_never_touches_a_claim_another_lane_took_over(tmp_path):
+    lane, run, claim = claimed_with_a_fast_heartbeat(tmp_path)
+    with lane.holding(run):
+        claim.write_text("other-host 557 dc47290c7b18\n")  # taken over meanwhile
+        os.utime(claim, (0, 0))
+        time.sleep(0.2)  # twenty heartbeats
+        assert claim.stat().st_mtime == 0
+    assert claim.exists()  # and the release left it

@@ -8,8 +8,16 @@ import numpy as np
 import pytest
 
 from headsel_recipes.experiment.scores import SeedScores, SystemScores
-from headsel_recipes.experiment.spec import System, parse_experiment
-from headsel_recipes.experiment.tables import UNSUPPORTED, Cell, build_table, mean_std
+from headsel_recipes.experiment.spec import System, TableSpec, parse_experiment
+from headsel_recipes.experiment.tables import (
+    MISSING,
+    UNSUPPORTED,
+    Cell,
+    build_table,
+    interval_table,
+    mean_std,
+    plot_pivot,
+)
 
 
 def scored(name: str, per_seed: list[dict[str, float]], zero_shot: bool = True, labels: dict | None = None,
@@ -113,3 +121,104 @@ def test_cells_over_different_seeds_are_not_ranked_and_name_their_seeds():
     assert "No bold" not in markdown
     one = build_table(spec, {"C": scored("C", [{"de": 5}], seeds=[2])}, experiment, "bleu")
     assert one.rows[0][1][0].format() == "5.0 (seed 2 of 1-3)"
+
+
+def experiment_of(seeds: list[int] | None = None, recipe: str = "mt", **groups: list[str]):
+    """An experiment for tables alone (one placeholder system, nothing trained), with these `groups`."""
+    values = {"recipe": recipe, "output_dir": "unused", "systems": [{"name": "x"}], "groups": groups}
+    return parse_experiment({**values, "seeds": seeds} if seeds else values)
+
+
+# Every reported cell is "mean ± std over seeds": a median would hide an outlying seed.
+def test_cells_are_means_over_seeds_not_medians():
+    cell = mean_std([10.0, 11.0, 30.0])
+    assert cell == Cell(mean=17.0, std=pytest.approx(np.std([10, 11, 30], ddof=1)), seeds=3)
+
+
+# An AVG over fewer seeds than the cell names would be a different figure than the one reported.
+def test_a_seed_lacking_a_group_makes_the_average_missing_not_a_mean_over_other_seeds():
+    """Every seed's average needs every group: a seed that lacks one is not dropped from the cell (that would be a
+    mean over fewer seeds than the cell names)."""
+    experiment = experiment_of([1, 2, 3])
+    scores = {"B": scored("B", [{"de": 10, "ru": 30}, {"de": 11}, {"de": 12, "ru": 30}])}
+    rows = dict(build_table(TableSpec("per_task", "T"), scores, experiment, "bleu").rows)
+    assert [c.format() for c in rows["B"]] == [MISSING, "11.0 ± 1.0", MISSING]
+
+
+# Table 4's AVG-T and AVG-Z columns must average the groups the experiment file names.
+def test_training_and_zero_shot_averages_follow_the_named_groups():
+    """`avg_t` averages `groups.training` when the file names it; `avg_z` with no zero-shot groups is missing, not
+    the mean over every group."""
+    scores = {"A": scored("A", [{"de": 10, "fr": 20, "ru": 40}])}
+    named = experiment_of(training=["de"], zero_shot=["ru"])
+    rows = dict(build_table(TableSpec("train_zero_shot", "T"), scores, named, "bleu").rows)
+    assert [c.format() for c in rows["A"]] == ["23.3", "10.0", "40.0"]
+    rows = dict(build_table(TableSpec("train_zero_shot", "T"), scores, experiment_of(), "bleu").rows)
+    assert [c.format() for c in rows["A"]] == ["23.3", "23.3", MISSING]
+
+
+# The bold cell marks the best system: for WER and CER that is the lowest.
+@pytest.mark.parametrize("metric", ["wer", "cer"])
+@pytest.mark.parametrize("layout", ["per_task", "avg_high_low", "train_zero_shot"])
+def test_error_rate_columns_bold_the_lowest(metric, layout):
+    """Lower is better for every error rate (WER and CER), in the systems-as-rows layouts as in the pivots."""
+    experiment = experiment_of(recipe="asr", high=["es"], low=["fr"])
+    scores = {"A": scored("A", [{"es": 10.0, "fr": 30.0}]), "B": scored("B", [{"es": 20.0, "fr": 40.0}])}
+    rows = {line.split(" | ")[0]: line for line in
+            build_table(TableSpec(layout, "T"), scores, experiment, metric).markdown().splitlines()}
+    assert "**" in rows["| A"] and "**" not in rows["| B"]
+
+
+# Figure 2's table: columns H' = 4, 8, 16 in that order, cells the value the file asks for.
+def test_sweep_columns_are_in_numeric_order_and_cells_show_the_table_s_value():
+    """A pivot over a numeric label (H') orders its columns by value, whatever the systems' order; its cells are the
+    spec's `value` (here `high`), not the overall average."""
+    experiment = experiment_of(high=["de"], low=["fr"])
+    scores = {f"g{h}": scored(f"g{h}", [{"de": 10.0 + h, "fr": 1.0}], labels={"strategy": "group", "H'": h})
+              for h in (16, 4, 8)}
+    table = build_table(TableSpec("sweep", "T", rows="strategy", columns="H'", value="high"), scores, experiment,
+                        "bleu")
+    assert table.header[1:] == ["4", "8", "16"]
+    assert [c.format() for c in dict(table.rows)["group"]] == ["14.0", "18.0", "26.0"]
+
+
+# The report's interval table reads "score [low, high]"; only a zero-shot group of a system without zero-shot is
+# unsupported.
+def test_interval_table_cells_read_low_then_high_and_only_zero_shot_is_unsupported():
+    experiment = experiment_of(zero_shot=["fr"])
+    scores = {"A": scored("A", [{"de": 10.0, "fr": 5.0}]), "N": scored("N", [{"de": 10.0, "fr": 5.0}], zero_shot=False)}
+    for entry in scores.values():
+        entry.seeds[1].intervals.update({"de": (9.0, 11.5), "fr": (4.0, 6.0)})
+    rows = {label: [c.format() for c in cells] for label, cells in interval_table(scores, experiment, "bleu").rows}
+    assert rows == {"A (seed 1)": ["10.0 [9.0, 11.5]", "5.0 [4.0, 6.0]"],
+                    "N (seed 1)": ["10.0 [9.0, 11.5]", UNSUPPORTED]}
+
+
+# Figure 2: each point at its H' with its mean over seeds, the error bar its standard deviation.
+def test_sweep_plot_places_points_at_their_values_with_the_std_as_error_bars(tmp_path, monkeypatch):
+    """x is the numeric column value (H'), y the cell mean, the error bar mean ± std over seeds (read off the figure
+    as saved)."""
+    from matplotlib.collections import LineCollection
+    from matplotlib.figure import Figure
+
+    saved, savefig = [], Figure.savefig
+
+    def keep(self, *args, **kwargs):
+        saved.append(self)
+        return savefig(self, *args, **kwargs)
+
+    monkeypatch.setattr(Figure, "savefig", keep)
+    scores = {f"g{h}": scored(f"g{h}", [{"de": 10.0 + h}, {"de": 12.0 + h}], labels={"strategy": "group", "H'": h})
+              for h in (4, 16)}
+    spec = TableSpec("sweep", "T", rows="strategy", columns="H'")
+    plot_pivot(build_table(spec, scores, experiment_of([1, 2]), "bleu"), spec, tmp_path / "sweep.png", "bleu")
+    assert (tmp_path / "sweep.png").stat().st_size > 0
+    (axes,) = saved[0].axes
+    handles, labels = axes.get_legend_handles_labels()
+    series = dict(zip(labels, handles))["group"]  # the row's series, as the legend names it
+    line = series[0] if isinstance(series, tuple) else series  # an error-bar container's first part: its data line
+    np.testing.assert_allclose(line.get_xydata(), [[4.0, 15.0], [16.0, 27.0]])
+    (bars,) = [c for c in axes.collections if isinstance(c, LineCollection)]
+    std = 2 ** 0.5
+    np.testing.assert_allclose([segment.tolist() for segment in bars.get_segments()],
+                               [[[4.0, 15.0 - std], [4.0, 15.0 + std]], [[16.0, 27.0 - std], [16.0, 27.0 + std]]])
