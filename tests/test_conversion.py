@@ -16,7 +16,6 @@ from pathlib import Path
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import pytest
-import sentencepiece as spm
 import torch
 from transformers import (
     AutoModelForSeq2SeqLM,
@@ -48,6 +47,8 @@ from hf_headsel.conversion import (
     stock_model_class,
 )
 from hf_headsel.selection import LOGIT_INIT_RANGE
+
+from test_pipelines import marian_tokenizer  # noqa: E402
 
 hf_logging.set_verbosity_error()
 hf_logging.disable_progress_bar()
@@ -392,23 +393,10 @@ def load_script(name: str):
     return module
 
 
-def marian_tokenizer(folder: Path) -> MarianTokenizer:
-    """A tiny MarianTokenizer (one sentencepiece model for both sides, `</s>`=0, `<unk>`=1, `<pad>`=2)."""
-    folder.mkdir(parents=True, exist_ok=True)
-    texts = ["the cat sat on the mat", "le chat est sur le tapis", "il gatto sta sul tappeto", "hello world"] * 4
-    spm.SentencePieceTrainer.train(
-        sentence_iterator=iter(texts), model_prefix=str(folder / "sp"), vocab_size=30, model_type="unigram",
-        hard_vocab_limit=False, eos_id=0, unk_id=1, pad_id=2, bos_id=-1, minloglevel=2, character_coverage=1.0,
-    )
-    processor = spm.SentencePieceProcessor(model_file=str(folder / "sp.model"))
-    vocab = {processor.id_to_piece(i): i for i in range(processor.get_piece_size())}
-    (folder / "vocab.json").write_text(json.dumps(vocab))
-    return MarianTokenizer(str(folder / "sp.model"), str(folder / "sp.model"), str(folder / "vocab.json"))
-
-
 def test_export_cli_writes_one_stock_folder_per_task(tmp_path):
     family = {"name": "marian", **FAMILIES["marian"]}
-    tokenizer = marian_tokenizer(tmp_path / "spm")
+    # trained with --target_lang_token: the cards' examples must start with each folder's `>>xx<<`
+    tokenizer = marian_tokenizer(tmp_path / "spm", symbols=(">>fr<<", ">>it<<"))
     model = headsel_model(family, encoder_tasks=["en"], decoder_tasks=["fr", "it"],
                           head_selection_components=ALL_COMPONENTS, vocab_size=len(tokenizer), pad_token_id=2,
                           decoder_start_token_id=2, eos_token_id=0, forced_eos_token_id=0)
@@ -436,6 +424,7 @@ def test_export_cli_writes_one_stock_folder_per_task(tmp_path):
         card = (folder / "README.md").read_text()
         assert f"decoder task `{folder.name}`" in card and "me/mt-headsel" in card
         assert {"fr": "12.50", "it": "9.50"}[folder.name] in card
+        assert f'tokenizer([">>{folder.name}<< The cat sat on the mat."]' in card
     with pytest.raises(ValueError, match="unknown directions"):
         script.export_targets(model.config, directions=["en-de"])
     assert [label for label, _ in script.export_targets(model.config, directions=["all"])] == ["en-fr", "en-it"]

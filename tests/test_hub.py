@@ -35,6 +35,7 @@ from hf_headsel.hub import (
     create_hub_repo,
     prepare_model_folder,
     push_to_hub,
+    reads_target_lang_token,
     remote_code_files,
     write_model_card,
 )
@@ -249,6 +250,25 @@ def test_card_examples_carry_the_target_language_token_the_model_was_trained_wit
     domains = marian_model(encoder_tasks=["news", "web"], decoder_tasks=["news", "web"], task_type="domain")
     text = write_model_card(tmp_path / "c", domains, target_lang_token=True).read_text()
     assert "start each source with '>>xx<<' (its language code)" in text and '">>' not in text
+
+
+def test_an_exported_cards_examples_carry_its_target_language_token(tmp_path, card_tokenizer):
+    # the exported stock config has no task type: the source's, given, says the decoder task is the language
+    exported = export_task_model(marian_model(encoder_tasks=["en"], decoder_tasks=["fr", "it"]), encoder_task="en",
+                                 decoder_task="it")
+    tasks = {"encoder": "en", "decoder": "it"}
+    text = write_model_card(tmp_path / "a", exported, exported_tasks=tasks, target_lang_token=True,
+                            task_type="lang").read_text()
+    assert 'tokenizer([">>it<< The cat sat on the mat."]' in text
+    for task_type in ("domain", None):  # the language is the user's to give
+        text = write_model_card(tmp_path / "b", exported, exported_tasks=tasks, target_lang_token=True,
+                                task_type=task_type).read_text()
+        assert "start each source with '>>xx<<' (its language code)" in text and '">>' not in text
+    with pytest.raises(ValueError, match="task_type describes the source of an exported model"):
+        write_model_card(tmp_path / "c", marian_model(), task_type="lang")
+    # what headsel-export-tasks reads from the source's tokenizer
+    assert not reads_target_lang_token(card_tokenizer)
+    assert reads_target_lang_token(marian_tokenizer(tmp_path / "spm", symbols=(">>fr<<",)))
 
 
 def test_card_describes_the_heads_of_a_side_that_does_not_select(tmp_path):

@@ -66,6 +66,7 @@ COMMON = dict(d_model=16, encoder_layers=2, decoder_layers=2, encoder_attention_
 
 
 def train_spm(folder: Path, **specials) -> dict[str, int]:
+    folder.mkdir(parents=True, exist_ok=True)
     spm.SentencePieceTrainer.train(
         sentence_iterator=iter(TEXTS), model_prefix=str(folder / "sp"), vocab_size=40, model_type="unigram",
         hard_vocab_limit=False, minloglevel=2, character_coverage=1.0, **specials,
@@ -76,9 +77,10 @@ def train_spm(folder: Path, **specials) -> dict[str, int]:
     return vocab
 
 
-def marian_tokenizer(folder: Path) -> MarianTokenizer:
-    """`</s>`=0, `<unk>`=1, `<pad>`=2 (Marian's order); one sentencepiece model for both sides."""
-    train_spm(folder, eos_id=0, unk_id=1, pad_id=2, bos_id=-1)
+def marian_tokenizer(folder: Path, symbols: tuple[str, ...] = ()) -> MarianTokenizer:
+    """`</s>`=0, `<unk>`=1, `<pad>`=2 (Marian's order); one sentencepiece model for both sides; `symbols` (say
+    `>>fr<<` target-language tokens) are whole pieces."""
+    train_spm(folder, eos_id=0, unk_id=1, pad_id=2, bos_id=-1, user_defined_symbols=list(symbols))
     return MarianTokenizer(str(folder / "sp.model"), str(folder / "sp.model"), str(folder / "vocab.json"))
 
 

@@ -286,15 +286,24 @@ def _copy_heatmap(heatmap_path, output_dir: Path) -> str | None:
 EXAMPLE_SENTENCE = "The cat sat on the mat."
 #: How the recipes' `--target_lang_token` tells a model the target language: a first source token (Marian's).
 TARGET_LANG_TOKEN = ">>{lang}<< "
+TARGET_LANG_PIECE = re.compile(r">>[^<>\s]+<<")
 
 
-def source_prefix(config, decoder_task: str | None, target_lang_token: bool) -> tuple[str, str]:
+def reads_target_lang_token(tokenizer) -> bool:
+    """Whether `tokenizer` holds `>>xx<<` target-language tokens as whole pieces: a model trained with its tokenizer
+    reads the target language from the source's first token (the recipes' `--target_lang_token`, Marian's
+    multilingual models), so its card's examples must start with one."""
+    vocab = tokenizer.get_vocab() if hasattr(tokenizer, "get_vocab") else {}
+    return any(TARGET_LANG_PIECE.fullmatch(piece) for piece in vocab)
+
+
+def source_prefix(task_type: str | None, decoder_task: str | None, target_lang_token: bool) -> tuple[str, str]:
     """(the text put before the example sentence, a comment line for the examples) of a model trained with
-    `--target_lang_token`: `>>de<< ` where the decoder tasks are the target languages; where they are domains the
-    language is the user's to give, so the comment says how."""
+    `--target_lang_token`: `>>de<< ` where the decoder tasks are the target languages (`task_type` `"lang"`); where
+    they are domains, or unknown, the language is the user's to give, so the comment says how."""
     if not target_lang_token:
         return "", ""
-    if getattr(config, "task_type", None) == "lang" and decoder_task is not None:
+    if task_type == "lang" and decoder_task is not None:
         return TARGET_LANG_TOKEN.format(lang=decoder_task), ""
     return "", (f"# the model reads the target language as a first source token, as in training: start each source "
                 f"with {TARGET_LANG_TOKEN.format(lang='xx').strip()!r} (its language code)\n")
@@ -324,11 +333,11 @@ def _keywords(values: dict[str, str]) -> str:
 def _task_usage(family: Family, config, direction: tuple[str, str], other: tuple[str, str] | None,
                 target_lang_token: bool = False) -> dict[str, str]:
     """The code of the card's examples: loaded with `direction` as the defaults, one more call routed to `other`."""
-    prepare, generate, pipe = _snippets(family, source_prefix(config, direction[1], target_lang_token))
+    prepare, generate, pipe = _snippets(family, source_prefix(config.task_type, direction[1], target_lang_token))
     usage, pipeline_usage = prepare + generate.format(""), pipe.format("")
     if other is not None:
         changed = {side: name for side, name, example in zip(SIDES, other, direction) if name != example}
-        other_prepare, _, other_pipe = _snippets(family, source_prefix(config, other[1], target_lang_token))
+        other_prepare, _, other_pipe = _snippets(family, source_prefix(config.task_type, other[1], target_lang_token))
         usage += "\n# another task for this call (a name, or a LongTensor[batch] of task ids):\n"
         if other_prepare != prepare:  # another target language token
             usage += other_prepare
@@ -386,7 +395,7 @@ def example_directions(config, family: Family, records: list[MetricRecord]
 
 
 def _card_variables(model, family: Family, exported_tasks: dict | None, records: list[MetricRecord],
-                    target_lang_token: bool = False) -> dict:
+                    target_lang_token: bool = False, task_type: str | None = None) -> dict:
     """The template variables that describe the model itself."""
     variables = {
         "stock_class": family.stock_model_class.__name__, "doc_page": family.stock_model_type,
@@ -395,14 +404,16 @@ def _card_variables(model, family: Family, exported_tasks: dict | None, records:
         "pipeline_tag": family.pipeline_tag, "config_rows": config_rows(model.config),
     }
     if exported_tasks is not None:
-        return {**variables, **_exported_variables(model.config, family, exported_tasks, target_lang_token)}
+        return {**variables, **_exported_variables(model.config, family, exported_tasks, target_lang_token,
+                                                   task_type)}
     return {**variables, **_task_variables(model.config, family, records, target_lang_token),
             "sharing": head_sharing(model)}
 
 
-def _exported_variables(config, family: Family, exported_tasks: dict, target_lang_token: bool = False) -> dict:
-    # the exported stock config has no task type: its decoder task names the target language where there is one
-    prefix = source_prefix(config, exported_tasks.get("decoder"), target_lang_token)
+def _exported_variables(config, family: Family, exported_tasks: dict, target_lang_token: bool = False,
+                        task_type: str | None = None) -> dict:
+    # the exported stock config has no task type: the source's says whether the decoder task is the target language
+    prefix = source_prefix(task_type, exported_tasks.get("decoder"), target_lang_token)
     prepare, generate, _ = _snippets(family, prefix)
     return {
         "exported": True,
@@ -471,6 +482,7 @@ def render_model_card(
     source_model: str | None = None,
     template: str | Path | None = None,
     target_lang_token: bool = False,
+    task_type: str | None = None,
 ) -> ModelCard:
     """The [`ModelCard`] of a head-selection model, or of a stock model exported from one (`exported_tasks`).
 
@@ -482,6 +494,9 @@ def render_model_card(
     if headsel == (exported_tasks is not None):
         raise ValueError("write_model_card renders a head-selection model (without exported_tasks) or a stock model "
                          "exported from one (with exported_tasks={'encoder': ..., 'decoder': ...})")
+    if task_type is not None and exported_tasks is None:
+        raise ValueError("task_type describes the source of an exported model (with exported_tasks); a head-selection "
+                         "model's config has its own")
     model_name = model_name or (repo_id.split("/")[-1] if repo_id else f"{model_type}-model")
     records = collect_metrics(metrics)
     if exported_tasks is not None:  # an exported model has one task: its whole-model scores are that task's
@@ -504,7 +519,7 @@ def render_model_card(
         eval_results=eval_results(records, dataset_name, dataset_id or "custom") or None,
     )
     metric_names, rows = results_table(records)
-    variables = _card_variables(model, family, exported_tasks, records, target_lang_token)
+    variables = _card_variables(model, family, exported_tasks, records, target_lang_token, task_type)
     return ModelCard.from_template(
         card_data,
         template_path=str(template or template_path()),
@@ -539,6 +554,7 @@ def write_model_card(
     source_model: str | None = None,
     template: str | Path | None = None,
     target_lang_token: bool = False,
+    task_type: str | None = None,
 ) -> Path:
     """Render the model card of `model` into `output_dir/README.md` and return that path.
 
@@ -567,6 +583,8 @@ def write_model_card(
         template: a Jinja template to use instead of `model_cards/headsel_model_card_template.md`.
         target_lang_token: the model was trained with the target language as a first source token (the recipes'
             `--target_lang_token`, `>>de<<`): the text examples start with it.
+        task_type: for an exported model, the task type of the model it comes from (its stock config has none):
+            with `"lang"` the decoder task is the target language, whose `>>xx<<` the examples start with.
 
     When `output_dir` already holds the saved head-selection model, it is also completed with
     [`prepare_model_folder`] (remote code and `custom_pipelines`), since the card shows those pipelines.
@@ -578,7 +596,7 @@ def write_model_card(
         base_model=base_model, license=license, languages=languages, tags=tags,
         heatmap=_copy_heatmap(heatmap_path, output_dir), training_args=training_args,
         exported_tasks=exported_tasks, source_model=source_model, template=template,
-        target_lang_token=target_lang_token,
+        target_lang_token=target_lang_token, task_type=task_type,
     )
     path = output_dir / "README.md"
     path.write_text(str(card).rstrip("\n") + "\n", encoding="utf-8")
@@ -592,6 +610,7 @@ __all__ = [
     "collect_metrics",
     "eval_results",
     "head_sharing",
+    "reads_target_lang_token",
     "render_model_card",
     "results_table",
     "write_model_card",

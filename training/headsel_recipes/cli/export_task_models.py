@@ -27,7 +27,7 @@ from transformers import AutoConfig, AutoModelForSeq2SeqLM, AutoModelForSpeechSe
 import hf_headsel  # noqa: F401  (registers the head-selection classes with the Auto classes)
 from hf_headsel.conversion import export_task_model, needed_sides, resolve_export_tasks
 from hf_headsel.families import HEADSEL_MODEL_TYPES
-from hf_headsel.hub import push_to_hub, write_model_card
+from hf_headsel.hub import push_to_hub, reads_target_lang_token, write_model_card
 
 from ..results_keys import one_group, read_metrics
 from . import console_script
@@ -123,7 +123,8 @@ def export_all(model_dir: str, output_dir: str, tasks=None, directions=None, sou
             preprocessor.save_pretrained(folder)
         write_model_card(folder, stock, task_scores(metrics, label, names), model_name=folder.name,
                          repo_id=f"{hub_prefix}-{label}" if hub_prefix else None, exported_tasks=names,
-                         source_model=source_name or model_dir, base_model=source_name, license=license)
+                         source_model=source_name or model_dir, base_model=source_name, license=license,
+                         task_type=model.config.task_type, target_lang_token=reads_target_lang_token(preprocessor))
         logger.info("exported %s -> %s", names, folder)
         folders.append(folder)
     return folders
