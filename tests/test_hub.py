@@ -33,10 +33,12 @@ from hf_headsel.hub import (
     check_upload,
     collect_metrics,
     create_hub_repo,
+    eval_results,
     prepare_model_folder,
     push_to_hub,
     reads_target_lang_token,
     remote_code_files,
+    results_table,
     write_model_card,
 )
 from hf_headsel.model_folder import SHARED_REMOTE_CODE
@@ -64,6 +66,13 @@ def marian_model(seed: int = 0, **overrides) -> HeadSelMarianMTModel:
         for selector in model.head_selection.values():
             selector.logits.normal_(std=3.0)
     return model
+
+
+def shared_heads(heads: torch.Tensor, i: int, j: int) -> float:
+    """The fraction of their selected heads tasks `i` and `j` share (a card's sharing-table cell), over the layers of
+    `heads` (`selected_heads()[component]`, [tasks, layers, heads])."""
+    return sum(len(set(heads[i, layer].tolist()) & set(heads[j, layer].tolist()))
+               for layer in range(heads.shape[1])) / heads[0].numel()
 
 
 def tiny_png() -> bytes:
@@ -139,9 +148,7 @@ def test_model_card_metadata_and_sections(tmp_path):
     assert "| `learning_rate` | 0.0005 |" in text and "| `max_steps` | 1000 |" in text and "callbacks" not in text
     assert "| `head_selection_strategy` | `group` |" in text
     # the sharing table: the fraction of the 4 heads "fr" and "it" share, averaged over the 2 layers
-    heads = model.selected_heads()["decoder_self"]
-    shared = sum(len(set(heads[0, layer].tolist()) & set(heads[1, layer].tolist())) for layer in range(2)) / 8
-    assert f"| fr | 1.00 | {shared:.2f} |" in text
+    assert f"| fr | 1.00 | {shared_heads(model.selected_heads()['decoder_self'], 0, 1):.2f} |" in text
 
 
 def test_a_local_base_model_stays_out_of_the_metadata(tmp_path):
@@ -469,3 +476,71 @@ def test_push_cli_refuses_what_it_would_not_do_before_any_upload(tmp_path):
     export_task_model(model, encoder_task="en", decoder_task="fr").save_pretrained(tmp_path / "stock")
     with pytest.raises(ValueError, match="holds a 'marian' model: this tool writes the cards of head-selection"):
         push_cli([str(tmp_path / "stock"), "me/stock"])  # no README.md to upload, none it can write
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# More of the card's metadata and tables, and the folder's restoring
+# --------------------------------------------------------------------------------------------------------------------
+
+
+def test_prepare_model_folder_restores_the_family_modules_and_stale_pipelines(tmp_path):
+    # a folder that lost its modeling code or names an old pipeline class must load and serve the pipelines again
+    folder = tmp_path / "model"
+    marian_model().save_pretrained(folder)
+    for name in ("configuration_headsel_marian.py", "modeling_headsel_marian.py"):
+        (folder / name).unlink()
+    config = json.loads((folder / "config.json").read_text())
+    config["custom_pipelines"] = {"translation": {"impl": "old_module.OldPipeline", "pt": [], "type": "text"}}
+    (folder / "config.json").write_text(json.dumps(config))
+    written = prepare_model_folder(folder)
+    assert {"configuration_headsel_marian.py", "modeling_headsel_marian.py", "config.json"} <= set(written)
+    assert json.loads((folder / "config.json").read_text())["custom_pipelines"] == MARIAN.custom_pipelines
+
+
+def test_character_error_rates_are_speech_recognition_scores():
+    # a CER is published as a speech-recognition score like a WER; a flag named like a metric is no score of 1.0
+    records = collect_metrics({"eval_cer_es": 5.0, "eval_wer_es": 9.0, "eval_bleu": True, "eval_chrf": False})
+    assert records == [MetricRecord("validation", "cer", "es", 5.0), MetricRecord("validation", "wer", "es", 9.0)]
+    results = eval_results(records, "covost", "covost")
+    assert [(r.metric_type, r.task_type, r.metric_name) for r in results] == [
+        ("cer", "automatic-speech-recognition", "CER (es)"), ("wer", "automatic-speech-recognition", "WER (es)")]
+
+
+def test_pooled_and_mean_scores_name_no_dataset_config_and_lead_the_table():
+    # "pooled" and the mean are no subset of the data for the Hub, and a reader looks for them atop the table
+    records = collect_metrics({"eval_bleu_en-fr": 21.5, "eval_bleu_pooled": 19.0, "eval_bleu": 20.0})
+    assert [r.dataset_config for r in eval_results(records, "d", "d")] == ["en-fr", None, None]
+    _, rows = results_table(records)
+    assert {row["task"] for row in rows[:2]} == {"mean over tasks", "all (pooled)"} and rows[2]["task"] == "en-fr"
+
+
+def test_a_split_without_its_own_dataset_name_is_the_dataset_ids():
+    # with names per split, a split left out is still credited to the dataset, not to a made-up name
+    records = collect_metrics({"eval_bleu_en-de": 30.0, "predict_bleu_en-de": 29.0})
+    results = eval_results(records, {"validation": "dev.jsonl"}, "europarl_st")
+    assert [(r.dataset_split, r.dataset_name) for r in results] == [("validation", "dev.jsonl"),
+                                                                     ("test", "europarl_st")]
+
+
+def test_card_tables_name_each_task_and_side(tmp_path):
+    # a reader learns here each side's tasks and default, which sides select and what tasks share; titled by the repo
+    model = marian_model(default_encoder_task="de", default_decoder_task="it",
+                         head_selection_components=["encoder_self", "decoder_self"])
+    path = write_model_card(tmp_path / "model", model, repo_id="me/mt-headsel")
+    card, text = ModelCard.load(path), path.read_text()
+    assert card.data.model_name == "mt-headsel" and "# mt-headsel\n" in text  # the repo's name, not its owner
+    assert "| encoder | `en`, `de` | de |" in text and "| decoder | `fr`, `it`, `es` | it |" in text
+    assert "| encoder heads | 4 used per task, out of 8 candidates |" in text  # both sides select here
+    assert "| decoder heads | 4 used per task, out of 8 candidates |" in text
+    heads = model.selected_heads()["decoder_self"]
+    for i, task in enumerate(model.config.decoder_tasks):  # each row is its own task's: the diagonal is 1.00
+        cells = " | ".join(f"{shared_heads(heads, i, j):.2f}" for j in range(len(model.config.decoder_tasks)))
+        assert f"| {task} | {cells} |" in text
+
+
+def test_a_domain_cards_examples_use_the_scored_domain(tmp_path):
+    # the examples run the domain the model was evaluated on, and name the exported folder after it once
+    model = marian_model(encoder_tasks=["news", "web"], decoder_tasks=["news", "web"], task_type="domain")
+    text = write_model_card(tmp_path / "model", model, {"eval_bleu_web": 3.0}).read_text()
+    assert 'trust_remote_code=True, encoder_task="web", decoder_task="web")' in text
+    assert 'stock.save_pretrained("web-only")' in text

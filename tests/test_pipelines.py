@@ -92,22 +92,35 @@ def speech_processor(folder: Path) -> Speech2TextProcessor:
     return Speech2TextProcessor(feature_extractor=features, tokenizer=tokenizer)
 
 
-@pytest.fixture(scope="module")
-def marian(tmp_path_factory):
-    """(folder, model, tokenizer): a head-selection Marian model with one encoder and two decoder tasks."""
-    root = tmp_path_factory.mktemp("marian")
+def marian_folder(root: Path, encoder_tasks: list[str], seed: int):
+    """(folder, model, tokenizer): a head-selection Marian model with `encoder_tasks` and the decoder tasks "fr" and
+    "it", saved with its tokenizer into `root / "mt-model"` and prepared for remote code."""
     tokenizer = marian_tokenizer(root)
     config = HeadSelMarianConfig(
         **COMMON, vocab_size=len(tokenizer), max_position_embeddings=64, pad_token_id=2, eos_token_id=0,
-        decoder_start_token_id=2, forced_eos_token_id=0, encoder_tasks=["en"], decoder_tasks=["fr", "it"],
+        decoder_start_token_id=2, forced_eos_token_id=0, encoder_tasks=encoder_tasks, decoder_tasks=["fr", "it"],
     )
-    torch.manual_seed(3)
+    torch.manual_seed(seed)
     model = HeadSelMarianMTModel(config).eval()
     folder = root / "mt-model"
     model.save_pretrained(folder)
     tokenizer.save_pretrained(folder)
     prepare_model_folder(folder)
     return folder, model, tokenizer
+
+
+@pytest.fixture(scope="module")
+def marian(tmp_path_factory):
+    """(folder, model, tokenizer): a head-selection Marian model with one encoder and two decoder tasks."""
+    return marian_folder(tmp_path_factory.mktemp("marian"), ["en"], seed=3)
+
+
+@pytest.fixture(scope="module")
+def fr_translator(marian):
+    """The `translation` pipeline on the `marian` folder, "fr" by default."""
+    folder, _, _ = marian
+    return pipeline("translation", model=str(folder), trust_remote_code=True, model_kwargs={"decoder_task": "fr"},
+                    **GENERATE)
 
 
 @pytest.fixture(scope="module")
@@ -131,16 +144,21 @@ def speech(tmp_path_factory):
     return folder, model, processor, waveform
 
 
-def translate(model, tokenizer, texts, task: str) -> list[str]:
-    """The reference: `generate()` on the original model with the decoder task given by name."""
-    inputs = tokenizer(texts, return_tensors="pt", padding=True)
-    return tokenizer.batch_decode(model.generate(**inputs, decoder_task_ids=task, **GENERATE), skip_special_tokens=True)
+def translate(model, tokenizer, texts, task: str, encoder_task: str | None = None, truncation: bool = False,
+              **generate) -> list[str]:
+    """The reference: `generate()` on the original model with the decoder task (and the encoder task, where given)
+    by name; `generate` overrides `GENERATE`."""
+    inputs = tokenizer(texts, return_tensors="pt", padding=True, truncation=truncation)
+    routing = {"decoder_task_ids": task, **({"encoder_task_ids": encoder_task} if encoder_task else {})}
+    tokens = model.generate(**inputs, **routing, **{**GENERATE, **generate})
+    return tokenizer.batch_decode(tokens, skip_special_tokens=True)
 
 
-def transcribe(model, processor, waveform, task: str) -> str:
+def transcribe(model, processor, waveform, task: str, decoder_task: str | None = None) -> str:
+    """The reference: `generate()` with `task` on both sides, or on the encoder only where `decoder_task` is given."""
     inputs = processor(waveform, sampling_rate=16000, return_tensors="pt")
     tokens = model.generate(inputs["input_features"], attention_mask=inputs["attention_mask"], encoder_task_ids=task,
-                            decoder_task_ids=task, **GENERATE)
+                            decoder_task_ids=decoder_task or task, **GENERATE)
     return processor.batch_decode(tokens, skip_special_tokens=True)[0]
 
 
@@ -344,3 +362,79 @@ def test_exported_model_card_example_runs_on_the_folder(marian, tmp_path, monkey
     printed = run_card_examples(folder, exported, tmp_path, monkeypatch, capsys,
                                 exported_tasks={"encoder": "en", "decoder": "it"})
     assert printed == [card_translation(model, tokenizer, decoder_task_ids="it")]
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# The pipelines' call keywords (Transformers 4's `translation` pipeline took the same)
+# --------------------------------------------------------------------------------------------------------------------
+
+
+def test_translation_pipeline_language_aliases_route_their_side(tmp_path):
+    # code written for the stock pipeline names languages `src_lang=` / `tgt_lang=`: each must route its own side
+    folder, model, tokenizer = marian_folder(tmp_path, ["en", "de"], seed=1)
+    translator = pipeline("translation", model=str(folder), trust_remote_code=True,
+                          model_kwargs={"encoder_task": "en", "decoder_task": "fr"}, **GENERATE)
+    default, de_fr, en_it = (translate(model, tokenizer, SOURCES, decoder, encoder_task=encoder)
+                             for encoder, decoder in (("en", "fr"), ("de", "fr"), ("en", "it")))
+    assert default != de_fr and default != en_it  # otherwise an ignored alias would pass
+    assert translator(SOURCES) == [{"translation_text": t} for t in default]
+    assert translator(SOURCES, src_lang="de") == [{"translation_text": t} for t in de_fr]
+    assert translator(SOURCES, tgt_lang="it") == [{"translation_text": t} for t in en_it]
+    # the documented keyword wins over its alias
+    assert translator(SOURCES, src_lang="de", encoder_task="en") == [{"translation_text": t} for t in default]
+
+
+def test_translation_pipeline_generate_kwargs_dict_reaches_generate(marian, fr_translator):
+    # `generate_kwargs={...}` is the documented way to pass generation settings (as the stock pipelines take them)
+    _, model, tokenizer = marian
+    short = translate(model, tokenizer, SOURCES, "fr", max_new_tokens=2)
+    assert short != translate(model, tokenizer, SOURCES, "fr")  # otherwise an ignored dict would pass
+    assert fr_translator(SOURCES, generate_kwargs={"max_new_tokens": 2}) == [{"translation_text": t} for t in short]
+
+
+def test_translation_pipeline_truncation_reaches_the_tokenizer(marian, fr_translator, monkeypatch):
+    # `truncation=True` translates an over-long input instead of failing; by default the input is kept whole (stock)
+    _, model, _ = marian
+    tokenizer = fr_translator.tokenizer
+    monkeypatch.setattr(tokenizer, "model_max_length", 6)
+    cut, full = (translate(model, tokenizer, SOURCES[:1], "fr", truncation=truncation) for truncation in (True, False))
+    assert cut != full  # otherwise an ignored `truncation` would pass
+    assert fr_translator(SOURCES[0], truncation=True) == [{"translation_text": cut[0]}]
+    assert fr_translator(SOURCES[0]) == [{"translation_text": full[0]}]
+
+
+def test_translation_pipeline_clean_up_tokenization_spaces_reaches_decode(fr_translator, monkeypatch):
+    # a caller asking for the raw text gets it (spied: without punctuation here, the clean-up never shows in a text);
+    # by default the tokenizer's own setting decides, as in `batch_decode` and the recipes' scored predictions
+    seen = []
+    decode = fr_translator.tokenizer.decode
+
+    def spy(*args, **kwargs):
+        seen.append(kwargs.get("clean_up_tokenization_spaces"))
+        return decode(*args, **kwargs)
+
+    monkeypatch.setattr(fr_translator.tokenizer, "decode", spy)
+    fr_translator(SOURCES[0], clean_up_tokenization_spaces=False)
+    fr_translator(SOURCES[0], clean_up_tokenization_spaces=True)
+    fr_translator(SOURCES[0])
+    assert seen == [False, True, None]
+
+
+def test_translation_pipeline_keeps_every_returned_sequence(marian, fr_translator):
+    # `num_return_sequences=2` gives every input both candidates, grouped per input as the stock pipelines do
+    _, model, tokenizer = marian
+    texts = translate(model, tokenizer, SOURCES, "fr", num_beams=2, num_return_sequences=2)
+    expected = [[{"translation_text": t} for t in texts[i:i + 2]] for i in (0, 2)]
+    assert fr_translator(SOURCES, num_beams=2, num_return_sequences=2) == expected
+    assert fr_translator(SOURCES[0], num_beams=2, num_return_sequences=2) == expected[0]
+
+
+def test_speech_recognition_pipeline_routes_each_side_by_its_own_keyword(speech):
+    # speech translation routes the spoken and the written language apart: each keyword moves its own side only
+    folder, model, processor, waveform = speech
+    recognizer = pipeline("automatic-speech-recognition", model=str(folder), trust_remote_code=True,
+                          model_kwargs={"encoder_task": "es", "decoder_task": "es"}, **GENERATE)
+    fr_es, es_fr = (transcribe(model, processor, waveform, *sides) for sides in (("fr", "es"), ("es", "fr")))
+    assert fr_es != es_fr  # otherwise swapped sides would pass
+    assert recognizer(waveform, encoder_task="fr") == {"text": fr_es}
+    assert recognizer(waveform, decoder_task="fr") == {"text": es_fr}

@@ -108,7 +108,8 @@ class HeadSelTranslationPipeline(Pipeline):
         output_ids = self.model.generate(**model_inputs, **generate_kwargs)
         return {"output_ids": output_ids.reshape(batch_size, -1, output_ids.shape[-1])}
 
-    def postprocess(self, model_outputs, clean_up_tokenization_spaces: bool = True):
+    def postprocess(self, model_outputs, clean_up_tokenization_spaces: bool | None = None):
+        # `None`: the tokenizer's own setting, as `tokenizer.batch_decode` (and the recipes' scored predictions) use
         return [
             {
                 "translation_text": self.tokenizer.decode(
