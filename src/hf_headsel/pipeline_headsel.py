@@ -56,8 +56,9 @@ class HeadSelTranslationPipeline(Pipeline):
 
     Call with a string or a list of strings; returns `[{"translation_text": ...}]` per input (as the
     `translation` pipeline of Transformers 4 did). Keywords: `task`, `encoder_task`, `decoder_task` (routing),
-    `src_lang` / `tgt_lang` (aliases of `encoder_task` / `decoder_task`), `truncation`, `generate_kwargs` (a dict),
-    any other keyword is passed to `generate()` (`max_new_tokens`, `num_beams`, ...).
+    `src_lang` / `tgt_lang` (aliases of `encoder_task` / `decoder_task`), `truncation`, `clean_up_tokenization_spaces`
+    (default: the tokenizer's own setting, as `batch_decode`), `generate_kwargs` (a dict), any other keyword is passed
+    to `generate()` (`max_new_tokens`, `num_beams`, ...).
     """
 
     _load_processor = False

@@ -15,7 +15,7 @@ import transformers
 from sacrebleu.metrics import BLEU
 from transformers import EarlyStoppingCallback, Speech2TextFeatureExtractor, Speech2TextProcessor, set_seed
 
-from hf_headsel.model_card import ERROR_RATES
+from hf_headsel.card_metrics import ERROR_RATES
 
 from .arguments import DataArguments, HeadSelectionArguments, ModelArguments, RecipeTask, parse_arguments
 from .audio import SpecAugment

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-from hf_headsel.model_card import ERROR_RATES
+from hf_headsel.card_metrics import ERROR_RATES
 
 from ..arguments import RecipeTask
 from ..metrics import is_noise_dependent, is_unlearned
