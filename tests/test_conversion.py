@@ -434,6 +434,9 @@ def test_export_cli_writes_one_stock_folder_per_task(tmp_path):
         script.main([str(folders[0]), str(tmp_path / "again")])
     with pytest.raises(SystemExit):  # argparse's error: the cards' ids need a namespace
         script.main([str(source), str(tmp_path / "x"), "--push_to_hub", "--hub_prefix", "mt-headsel"])
+    for upload_flags in (["--hub_prefix", "me/mt-headsel"], ["--private"]):  # without --push_to_hub: ignored before
+        with pytest.raises(SystemExit):
+            script.main([str(source), str(tmp_path / "x"), *upload_flags])
     assert not (tmp_path / "x").exists()
 
 

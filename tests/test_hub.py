@@ -478,6 +478,20 @@ def test_push_cli_refuses_what_it_would_not_do_before_any_upload(tmp_path):
         push_cli([str(tmp_path / "stock"), "me/stock"])  # no README.md to upload, none it can write
 
 
+def test_push_cli_checks_the_upload_before_creating_the_repository(tmp_path, monkeypatch):
+    # a bare repository name is created (to name it in the card) only once the upload would go through: a refused
+    # one left an empty repository, public by default
+    import headsel_recipes.cli.push_to_hub as push_module
+
+    folder, _ = saved_folder(tmp_path)
+    (folder / "model.safetensors").unlink()
+    created = []
+    monkeypatch.setattr(push_module, "create_hub_repo", lambda repo_id, **kwargs: created.append(repo_id))
+    with pytest.raises(ValueError, match="holds no model weights"):
+        push_module.main([str(folder), "tiny"])
+    assert created == []
+
+
 # --------------------------------------------------------------------------------------------------------------------
 # More of the card's metadata and tables, and the folder's restoring
 # --------------------------------------------------------------------------------------------------------------------

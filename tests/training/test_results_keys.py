@@ -59,6 +59,11 @@ def test_result_files_merge_and_one_group_is_renamed(tmp_path):
     metrics = read_metrics(tmp_path)
     assert metrics == {"eval_bleu": 5.0, "eval_bleu_fr": 2.0, "predict_bleu_fr": 4.0, "predict_bleu_fr_ci_low": 3.0}
     assert one_group(metrics, "fr") == {"eval_bleu": 2.0, "predict_bleu": 4.0}
+    # a group whose name ends another's (`news`, `tech_news`), or names an interval bound (`low`), gets its own only:
+    # an exported card showed the other group's score as a row of its own
+    domains = {"predict_bleu_news": 20.0, "predict_bleu_tech_news": 40.0, "predict_bleu_ci_low": 1.0}
+    assert one_group(domains, "news") == {"predict_bleu": 20.0}
+    assert one_group(domains, "low") == {}
     assert read_metrics(tmp_path / "missing") == {}
     assert results_path(tmp_path, "predict").name == "predict_results.json"
     assert read_results(tmp_path, "predict")["predict_bleu_fr"] == 4.0

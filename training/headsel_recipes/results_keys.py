@@ -93,7 +93,10 @@ def one_group(results: dict, group: str) -> dict:
     """The scores of one group, keyed as a whole model's (`eval_bleu_fr` -> `eval_bleu`): a model exported for that
     group alone reports them as its own. Interval bounds are left out."""
     suffix = f"_{group}"
-    return {key[: -len(suffix)]: value for key, value in results.items() if key.endswith(suffix)}
+    whole = {key[: -len(suffix)]: value for key, value in results.items()
+             if key.endswith(suffix) and not is_interval_key(key)}
+    # `{split}_{metric}` only: a longer head is another group's key that ends alike (`tech_news` for `news`)
+    return {key: value for key, value in whole.items() if key.count("_") == 1}
 
 
 def predictions_path(run_folder: str | Path) -> Path:

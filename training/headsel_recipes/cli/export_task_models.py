@@ -144,6 +144,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     args = parser.parse_args(argv)
     if args.tasks and args.directions:
         parser.error("--tasks and --directions are exclusive")
+    if (args.hub_prefix or args.private) and not args.push_to_hub:
+        parser.error("--hub_prefix and --private describe the upload: add --push_to_hub (without it nothing is "
+                     "uploaded and the cards name no repository)")
     if args.push_to_hub and (not args.hub_prefix or "/" not in args.hub_prefix):
         parser.error("--push_to_hub needs --hub_prefix with a namespace (me/mt-headsel: the repositories are "
                      "me/mt-headsel-<task>, the id the cards' examples load)")

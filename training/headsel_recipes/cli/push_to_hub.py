@@ -17,7 +17,14 @@ import logging
 from pathlib import Path
 
 import hf_headsel  # noqa: F401  (registers the head-selection classes with the Auto classes)
-from hf_headsel.hub import HEADSEL_MODEL_TYPES, create_hub_repo, push_to_hub, read_config, write_model_card
+from hf_headsel.hub import (
+    HEADSEL_MODEL_TYPES,
+    check_upload,
+    create_hub_repo,
+    push_to_hub,
+    read_config,
+    write_model_card,
+)
 
 from ..results_keys import read_metrics
 from . import console_script
@@ -81,6 +88,9 @@ def main(argv=None):
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     args = parse_args(argv)
     check_card_flags(args, read_config(args.folder))  # read_config: a clear error for a folder holding no model
+    # the upload's own checks (weights, the token in use) before the repository is created: a refused upload
+    # leaves no empty repository
+    check_upload(args.folder, token=args.token, ignore_patterns=args.ignore)
     if "/" not in args.repo_id:  # the whole id, for the card's examples
         args.repo_id = create_hub_repo(args.repo_id, token=args.token, private=args.private or None)
     card = args.folder / "README.md"
