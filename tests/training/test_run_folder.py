@@ -52,8 +52,13 @@ def test_a_tokenizer_the_run_would_reuse_is_refused_unless_named_or_continued(te
     run(MT, flags)
     with pytest.raises(ValueError, match="holds an earlier run's tokenizer"):
         run(MT, flags)
+    (out / "predict_results.json").write_text('{"predict_bleu": 99.0}')  # the earlier model's test scores
     run(MT, flags + ["--tokenizer_name", str(out)])  # reused on purpose
+    # a new model: the earlier one's scores and selection log are gone (a card would have shown them as its own)
+    assert not (out / "predict_results.json").exists()
+    assert [json.loads(line)["step"] for line in (out / SELECTION_LOG_NAME).read_text().splitlines()] == [0, 1]
     run(MT, flags + ["--resume_from_checkpoint", "last"])  # continues the folder's run (none saved: from step 0)
+    assert [json.loads(line)["step"] for line in (out / SELECTION_LOG_NAME).read_text().splitlines()] == [0, 1, 0, 1]
 
 
 def test_clear_earlier_run_keeps_what_is_not_a_runs(tmp_path):

@@ -322,14 +322,20 @@ def check_flags(task: RecipeTask, model_args: ModelArguments, head_args: HeadSel
             raise ValueError(f"--bleu_tokenize {data_args.bleu_tokenize!r} cannot score: {error}") from error
 
 
+def continues_its_run(training_args) -> bool:
+    """Whether the run continues the earlier run of `--output_dir` (`--resume_from_checkpoint last`, or one of its
+    checkpoints); a checkpoint of another folder continues a run there: this folder's files are not that run's."""
+    resume, checkpoint = training_args.resume_from_checkpoint, resume_checkpoint(training_args)
+    elsewhere = checkpoint is not None and checkpoint.resolve().parent != Path(training_args.output_dir).resolve()
+    return (checkpoint is not None or str(resume).lower() == "last") and not elsewhere
+
+
 def check_output_dir(task: RecipeTask, model_args: ModelArguments, data_args: DataArguments, training_args) -> None:
     """A training run that neither resumes `--output_dir`'s earlier run nor starts over there
     (`--overwrite_output_dir`) refuses a folder whose checkpoints or tokenizer it would take for its own
     ([`headsel_recipes.run_folder`]); a checkpoint to resume must exist."""
     resume, checkpoint = training_args.resume_from_checkpoint, resume_checkpoint(training_args)
-    # a checkpoint of another folder continues a run there: this folder's checkpoints are not that run's
-    elsewhere = checkpoint is not None and checkpoint.resolve().parent != Path(training_args.output_dir).resolve()
-    continues = (checkpoint is not None or str(resume).lower() == "last") and not elsewhere
+    continues = continues_its_run(training_args)
     if continues and data_args.overwrite_output_dir:
         raise ValueError(f"--overwrite_output_dir starts over in {training_args.output_dir}, and "
                          f"--resume_from_checkpoint {resume} continues a run: give one of them")
@@ -338,7 +344,7 @@ def check_output_dir(task: RecipeTask, model_args: ModelArguments, data_args: Da
     left = earlier_run(training_args.output_dir, speech=task.speech,
                        reads_its_tokenizer=not (model_args.tokenizer_name or model_args.model_name_or_path))
     if left:
-        start = f"from {checkpoint}" if elsewhere else "from step 0"
+        start = f"from {checkpoint}" if checkpoint is not None else "from step 0"  # a checkpoint: another folder's
         raise ValueError(f"--output_dir {training_args.output_dir} holds an earlier run's {', '.join(left)}, which "
                          f"this run ({start}) would take for its own: continue that run with "
                          "--resume_from_checkpoint last, start over there with --overwrite_output_dir, or train into "
@@ -521,7 +527,9 @@ def run(task: RecipeTask, args: list[str] | None = None) -> RecipeResult:
     set_seed(training_args.seed)
     Path(training_args.output_dir).mkdir(parents=True, exist_ok=True)
     logger.info("recipe %s; training arguments %s", task.name, training_args)
-    if training_args.do_train and data_args.overwrite_output_dir:
+    # a run that does not continue the folder's run clears its scores, predictions and selection log (checkpoints
+    # and a tokenizer it would reuse were refused above, unless --overwrite_output_dir): they describe another model
+    if training_args.do_train and not continues_its_run(training_args):
         with training_args.main_process_first(desc="clearing the earlier run"):
             if training_args.should_save:
                 clear_earlier_run(training_args.output_dir)

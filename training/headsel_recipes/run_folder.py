@@ -5,7 +5,8 @@ A run that starts from step 0 in a used folder would mix the earlier run's `chec
 (`--average_last_n` averages the last ones by step, the Trainer's rotation keeps the highest steps, a later
 `--resume_from_checkpoint last` resumes the highest) and would reuse its tokenizer instead of training one on its
 own data. The recipes refuse such a folder unless the run continues it (`--resume_from_checkpoint`) or starts over
-in it (`--overwrite_output_dir`, which removes those files: [`clear_earlier_run`]).
+in it (`--overwrite_output_dir`, which removes those files: [`clear_earlier_run`]). A run from step 0 let into a
+used folder (its tokenizer named) clears the earlier run's scores, predictions and selection log alike.
 """
 
 from __future__ import annotations
@@ -53,5 +54,5 @@ def clear_earlier_run(output_dir: str | Path) -> list[str]:
             path.unlink()
             removed.append(path.name)
     if removed:
-        logger.info("--overwrite_output_dir: removed the earlier run's %s from %s", ", ".join(removed), folder)
+        logger.info("a new run starts in %s: removed the earlier run's %s", folder, ", ".join(removed))
     return removed
