@@ -210,12 +210,13 @@ def prepare_split(
         load_from_cache_file=not overwrite_cache,
         desc=f"Preparing {split} data",
     )
-    reasons = Counter(reason for reason in prepared["skip_reason"] if reason)
+    skip_reasons = prepared["skip_reason"]  # read from the Arrow table once
+    reasons = Counter(reason for reason in skip_reasons if reason)
     report = SplitReport(split, len(prepared), dict(reasons))
     if reasons.get("unreadable_audio"):
         # the reason alone does not say why (a wrong --audio_root, an unsupported format): the first one's error
         logger.warning("%s: the first unreadable audio: %s", split,
-                       first_audio_error(dataset[prepared["skip_reason"].index("unreadable_audio")], ctx))
+                       first_audio_error(dataset[skip_reasons.index("unreadable_audio")], ctx))
     if reasons:
         prepared = prepared.filter(lambda reason: not reason, input_columns="skip_reason", num_proc=num_proc,
                                    desc=f"Dropping skipped {split} rows")

@@ -92,7 +92,7 @@ def train_sentencepiece(
             if "required_chars" not in str(error):
                 raise
             # sentencepiece's own message advises a --character_coverage option the recipes do not have
-            pieces = len(options) - len(specials)  # the special tokens that are pieces (Marian's has no `<s>`)
+            pieces = sum(index >= 0 for index, _ in specials.values())  # Marian's `<s>` is no piece
             raise ValueError(f"--vocab_size {vocab_size} is smaller than the pieces every tokenizer of this text "
                              f"needs: each of its characters, {pieces} special tokens and {len(user_symbols or [])} "
                              f"tags; raise --vocab_size ({error})") from None

@@ -114,6 +114,7 @@ def export_all(model_dir: str, output_dir: str, tasks=None, directions=None, sou
     model = load_model(model_dir)
     preprocessor = load_preprocessor(model_dir)
     metrics = read_metrics(model_dir)
+    card_keywords = dict(task_type=model.config.task_type, target_lang_token=reads_target_lang_token(preprocessor))
     folders = []
     for label, names in export_targets(model.config, tasks, directions):
         folder = Path(output_dir) / label
@@ -124,7 +125,7 @@ def export_all(model_dir: str, output_dir: str, tasks=None, directions=None, sou
         write_model_card(folder, stock, task_scores(metrics, label, names), model_name=folder.name,
                          repo_id=f"{hub_prefix}-{label}" if hub_prefix else None, exported_tasks=names,
                          source_model=source_name or model_dir, base_model=source_name, license=license,
-                         task_type=model.config.task_type, target_lang_token=reads_target_lang_token(preprocessor))
+                         **card_keywords)
         logger.info("exported %s -> %s", names, folder)
         folders.append(folder)
     return folders
