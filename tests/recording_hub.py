@@ -3,6 +3,7 @@
 is cheap (bounded: it stops itself after `SERVER_LIFETIME` seconds). The `hub` fixture (in `conftest.py`) starts it
 with `huggingface_hub` allowed to reach it. Served:
 
+* `GET /api/whoami-v2`: the token's user, [`USER`];
 * `POST /api/repos/create` (a name without a namespace is created under [`USER`]) and
   `POST /api/models/<repo>/branch/<branch>`;
 * `GET /api/agent-harnesses` (huggingface_hub's user-agent telemetry): an empty registry;
@@ -73,6 +74,8 @@ class RecordingHub:
     def handle(self, method: str, path: str, body: bytes) -> tuple[int, dict]:
         self.requests.append((method, path.split("?")[0]))
         route = path.split("?")[0].strip("/").split("/")
+        if method == "GET" and route == ["api", "whoami-v2"]:
+            return 200, {"type": "user", "name": USER}
         if method == "POST" and route == ["api", "repos", "create"]:
             payload = json.loads(body)
             self.created.append(payload)

@@ -16,6 +16,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 import pytest
 import torch
 from huggingface_hub import ModelCard
+from huggingface_hub import constants as hub_constants
 from transformers import AutoConfig, TrainingArguments
 from transformers.utils import logging as hf_logging
 
@@ -33,6 +34,7 @@ from hf_headsel.hub import (
     check_upload,
     collect_metrics,
     create_hub_repo,
+    hub_repo_id,
     eval_results,
     prepare_model_folder,
     push_to_hub,
@@ -478,18 +480,28 @@ def test_push_cli_refuses_what_it_would_not_do_before_any_upload(tmp_path):
         push_cli([str(tmp_path / "stock"), "me/stock"])  # no README.md to upload, none it can write
 
 
-def test_push_cli_checks_the_upload_before_creating_the_repository(tmp_path, monkeypatch):
-    # a bare repository name is created (to name it in the card) only once the upload would go through: a refused
-    # one left an empty repository, public by default
-    import headsel_recipes.cli.push_to_hub as push_module
+def test_push_cli_names_a_bare_repository_and_creates_it_once_the_upload_checks_pass(tmp_path, hub, monkeypatch):
+    # the card names the whole id before anything is created: a refused upload left an empty repository, public by
+    # default; an accepted one is created once, by the upload
+    from headsel_recipes.cli.push_to_hub import main as push_cli
 
+    monkeypatch.setattr(hub_constants, "ENDPOINT", hub.url)
     folder, _ = saved_folder(tmp_path)
+    weights = (folder / "model.safetensors").read_bytes()
     (folder / "model.safetensors").unlink()
-    created = []
-    monkeypatch.setattr(push_module, "create_hub_repo", lambda repo_id, **kwargs: created.append(repo_id))
     with pytest.raises(ValueError, match="holds no model weights"):
-        push_module.main([str(folder), "tiny"])
-    assert created == []
+        push_cli([str(folder), "tiny", "--token", "hf_fake"])
+    assert hub.created == [] and hub.commits == []
+    (folder / "model.safetensors").write_bytes(weights)
+    push_cli([str(folder), "tiny", "--token", "hf_fake", "--write_card"])
+    assert hub.errors == [] and len(hub.created) == 1
+    assert hub.commits[-1]["repo_id"] == "me/tiny" and 'from_pretrained("me/tiny"' in (folder / "README.md").read_text()
+
+
+def test_hub_repo_id_names_a_bare_repository_without_creating_it(hub):
+    assert hub_repo_id("tiny", endpoint=hub.url, token="hf_fake") == "me/tiny"
+    assert hub_repo_id("org/tiny", endpoint=hub.url, token="hf_fake") == "org/tiny"
+    assert hub.created == [] and hub.requests == [("GET", "/api/whoami-v2")]  # a whole id asks nothing
 
 
 # --------------------------------------------------------------------------------------------------------------------

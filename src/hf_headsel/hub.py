@@ -6,8 +6,9 @@
   head-sharing tables and heatmap, the training configuration) from the template in `model_cards/`.
 * [`prepare_model_folder`] (from `model_folder.py`): makes a saved head-selection folder self-contained for
   `trust_remote_code=True`: the flat remote-code modules and the `custom_pipelines` entry of `config.json`.
-* [`create_hub_repo`], [`push_to_hub`] (here): `HfApi.create_repo` + `HfApi.upload_folder` of such a folder
-  (model, tokenizer / processor, card, plots, remote code).
+* [`check_upload`], [`hub_repo_id`], [`create_hub_repo`], [`push_to_hub`] (here): the upload's checks, the whole id
+  a bare name gets, `HfApi.create_repo` + `HfApi.upload_folder` of such a folder (model, tokenizer / processor, card,
+  plots, remote code).
 
 Training scripts: after `trainer.save_model()` (and saving the tokenizer / processor), call
 `write_model_card(output_dir, model, metrics, ...)` (which also runs `prepare_model_folder`), then
@@ -65,11 +66,20 @@ PREPROCESSOR_FILES = ("tokenizer_config.json", "tokenizer.json", "preprocessor_c
 MAX_SCANNED_BYTES = 32 * 2**20
 
 
+def hub_repo_id(repo_id: str, *, token: str | bool | None = None, endpoint: str | None = None) -> str:
+    """The repository's whole id, as [`create_hub_repo`] would name it, creating nothing: a name without a namespace
+    (`"mt-headsel"`) gets the token's user (`HfApi.whoami`: `"me/mt-headsel"`). A card names this id before
+    [`push_to_hub`] creates the repository, after its checks (a refused upload leaves no empty repository)."""
+    if "/" in repo_id:
+        return repo_id
+    return f"{HfApi(endpoint=endpoint, token=token).whoami()['name']}/{repo_id}"
+
+
 def create_hub_repo(repo_id: str, *, token: str | bool | None = None, private: bool | None = None,
                     endpoint: str | None = None) -> str:
     """`HfApi.create_repo(exist_ok=True)`; returns the repository's whole id, as the Hub names it: a name without a
     namespace (`"mt-headsel"`) is created under the token's user (`"me/mt-headsel"`), the id a card's examples and
-    the upload need."""
+    the upload need ([`hub_repo_id`] names it without creating it)."""
     url = HfApi(endpoint=endpoint, token=token).create_repo(repo_id, private=private, exist_ok=True, repo_type="model")
     return url.repo_id
 
@@ -114,9 +124,9 @@ def _warn_incomplete(folder: Path, files: list[str]) -> None:
 def check_upload(folder: str | Path, *, token: str | bool | None = None, ignore_patterns: list[str] | None = None
                  ) -> list[str]:
     """Refuse, with a `ValueError`, a folder that [`push_to_hub`] would refuse: no `config.json`, no weights among
-    the files it uploads, or uploaded files holding the Hub token in use. Touches neither the Hub nor the folder: a
-    caller that creates the repository first (to name it in the card) checks here before. Returns the files that
-    would be uploaded (relative POSIX paths)."""
+    the files it uploads, or uploaded files holding the Hub token in use. Touches neither the Hub nor the folder
+    ([`push_to_hub`] runs it before it creates the repository). Returns the files that would be uploaded (relative
+    POSIX paths)."""
     folder = Path(folder)
     read_config(folder)
     files = _upload_files(folder, [*DEFAULT_IGNORE_PATTERNS, *(ignore_patterns or [])])
@@ -203,6 +213,7 @@ __all__ = [
     "eval_results",
     "family_of",
     "head_sharing",
+    "hub_repo_id",
     "prepare_model_folder",
     "push_to_hub",
     "read_config",

@@ -48,6 +48,7 @@ def test_training_writes_the_card_and_pushes_once_at_the_end(text_corpus, tmp_pa
     assert (out / "head_sharing_encoder_self.png").read_bytes().startswith(b"\x89PNG")
 
     assert hub.errors == [] and len(hub.commits) == 1  # once, at the end: the Trainer itself never pushed
+    assert len(hub.created) == 1  # by the upload, once its checks passed (the card named the id before)
     assert hub.commits[0]["repo_id"] == "me/mt-tiny" and 'from_pretrained("me/mt-tiny"' in card.text
     files = hub.commits[0]["files"]
     assert files["README.md"] == (out / "README.md").read_bytes()

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from hf_headsel.analysis import SELECTION_LOG_NAME, write_analysis
 from hf_headsel.modeling_head_selection import HeadSelectionModelMixin
-from hf_headsel.hub import check_upload, create_hub_repo, push_to_hub, write_model_card
+from hf_headsel.hub import hub_repo_id, push_to_hub, write_model_card
 
 logger = logging.getLogger("headsel_recipes")
 
@@ -75,9 +75,8 @@ def publish(trainer, metrics: dict, model_args, data_args, training_args, push: 
         return output_dir / "README.md"
     model = trainer.accelerator.unwrap_model(trainer.model)
     repo_id = training_args.hub_model_id or output_dir.name
-    if push:  # the whole id (`name` -> `user/name`) for the card's examples and the upload
-        check_upload(output_dir, token=training_args.hub_token)  # a refused upload creates no empty repository
-        repo_id = create_hub_repo(repo_id, token=training_args.hub_token, private=training_args.hub_private_repo)
+    if push:  # the whole id (`name` -> `user/name`) for the card's examples; push_to_hub creates it once it checked
+        repo_id = hub_repo_id(repo_id, token=training_args.hub_token)
     if isinstance(model, HeadSelectionModelMixin):
         heatmap_path = heatmap_path or analysis_heatmap(model, output_dir)
         card = write_model_card(

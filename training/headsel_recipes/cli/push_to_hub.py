@@ -20,7 +20,7 @@ import hf_headsel  # noqa: F401  (registers the head-selection classes with the 
 from hf_headsel.hub import (
     HEADSEL_MODEL_TYPES,
     check_upload,
-    create_hub_repo,
+    hub_repo_id,
     push_to_hub,
     read_config,
     write_model_card,
@@ -88,11 +88,12 @@ def main(argv=None):
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     args = parse_args(argv)
     check_card_flags(args, read_config(args.folder))  # read_config: a clear error for a folder holding no model
-    # the upload's own checks (weights, the token in use) before the repository is created: a refused upload
-    # leaves no empty repository
+    # the upload's checks before the card is written: writing it loads the model, and a folder without weights gets
+    # the upload's error rather than the loader's
     check_upload(args.folder, token=args.token, ignore_patterns=args.ignore)
-    if "/" not in args.repo_id:  # the whole id, for the card's examples
-        args.repo_id = create_hub_repo(args.repo_id, token=args.token, private=args.private or None)
+    # the whole id, for the card's examples; push_to_hub creates the repository after its own checks (a refused
+    # upload leaves no empty repository)
+    args.repo_id = hub_repo_id(args.repo_id, token=args.token)
     card = args.folder / "README.md"
     if args.write_card or not card.is_file():
         logger.info("wrote %s", write_card(args.folder, args))
