@@ -43,6 +43,7 @@ from hf_headsel.hub import (
     results_table,
     write_model_card,
 )
+from hf_headsel.model_card import language_token
 from hf_headsel.model_folder import SHARED_REMOTE_CODE
 
 from conftest import CORE_FILES  # noqa: E402
@@ -278,6 +279,9 @@ def test_an_exported_cards_examples_carry_its_target_language_token(tmp_path, ca
     # what headsel-export-tasks reads from the source's tokenizer
     assert not reads_target_lang_token(card_tokenizer)
     assert reads_target_lang_token(marian_tokenizer(tmp_path / "spm", symbols=(">>fr<<",)))
+    # the recipes' own token (written once, in the core), region subtags included
+    assert language_token("zh-CN") == ">>zh-CN<<"
+    assert reads_target_lang_token(marian_tokenizer(tmp_path / "spm_zh", symbols=(language_token("zh-CN"),)))
 
 
 def test_card_describes_the_heads_of_a_side_that_does_not_select(tmp_path):

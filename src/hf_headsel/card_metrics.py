@@ -17,6 +17,10 @@ from .pipeline_headsel import SPEECH_RECOGNITION, TRANSLATION
 METRIC_NAMES = {"wer": "WER", "cer": "CER", "bleu": "BLEU", "chrf": "chrF"}
 #: The error rates among them (lower is better), scored on transcriptions.
 ERROR_RATES = ("wer", "cer")
+#: The group name of a corpus-level score, over every sentence (not a task of the model).
+POOLED = "pooled"
+#: The suffixes of a score's bootstrap interval bounds (`{key}_ci_low`, `{key}_ci_high`): not scores of a task.
+INTERVAL_SUFFIXES = ("_ci_low", "_ci_high")
 SPLIT_NAMES = {"eval": "validation", "validation": "validation", "test": "test", "predict": "test"}
 _METRIC_KEY = re.compile(
     r"^(?:(?P<split>eval|validation|test|predict)_)?(?P<metric>wer|cer|bleu|chrf)(?:_(?P<task>.+))?$"
@@ -25,15 +29,12 @@ _METRIC_KEY = re.compile(
 
 @dataclass(frozen=True)
 class MetricRecord:
-    """One score: `task` is a task or direction name, `"pooled"` (corpus-level) or `None` (the mean over tasks)."""
+    """One score: `task` is a task or direction name, [`POOLED`] (corpus-level) or `None` (the mean over tasks)."""
 
     split: str
     metric: str
     task: str | None
     value: float
-
-
-CONFIDENCE_SUFFIXES = ("_ci_low", "_ci_high")  # bootstrap interval bounds of a score, not scores of a task
 
 
 def collect_metrics(metrics: dict | None, default_split: str = "validation") -> list[MetricRecord]:
@@ -57,7 +58,8 @@ def collect_metrics(metrics: dict | None, default_split: str = "validation") -> 
                 ]
             continue
         match = _METRIC_KEY.match(key)
-        if key.endswith(CONFIDENCE_SUFFIXES) or match is None or not isinstance(value, (int, float)) or isinstance(value, bool):
+        is_number = isinstance(value, (int, float)) and not isinstance(value, bool)
+        if key.endswith(INTERVAL_SUFFIXES) or match is None or not is_number:
             continue
         split = SPLIT_NAMES[match["split"]] if match["split"] else default_split
         records.append(MetricRecord(split, match["metric"], match["task"], float(value)))
@@ -67,7 +69,7 @@ def collect_metrics(metrics: dict | None, default_split: str = "validation") -> 
 def _task_label(task: str | None) -> str:
     if task is None:
         return "mean over tasks"
-    return "all (pooled)" if task == "pooled" else task
+    return f"all ({POOLED})" if task == POOLED else task
 
 
 def eval_results(records: list[MetricRecord], dataset_name: str | dict[str, str], dataset_id: str) -> list[EvalResult]:
@@ -86,7 +88,7 @@ def eval_results(records: list[MetricRecord], dataset_name: str | dict[str, str]
                 task_name="Speech Recognition" if speech else "Translation",
                 dataset_type=dataset_id,
                 dataset_name=names.get(record.split, dataset_id) if names else dataset_name,
-                dataset_config=record.task if record.task not in (None, "pooled") else None,
+                dataset_config=record.task if record.task not in (None, POOLED) else None,
                 dataset_split=record.split,
                 metric_type=record.metric,
                 metric_name=f"{METRIC_NAMES[record.metric]} ({_task_label(record.task)})",
@@ -101,7 +103,7 @@ def results_table(records: list[MetricRecord]) -> tuple[list[str], list[dict]]:
     metrics = sorted({r.metric for r in records}, key=list(METRIC_NAMES).index)
     cells = {(r.split, r.task, r.metric): r.value for r in records}
     keys = sorted({(r.split, r.task) for r in records},
-                  key=lambda key: (key[0], key[1] is not None, key[1] != "pooled", key[1] or ""))
+                  key=lambda key: (key[0], key[1] is not None, key[1] != POOLED, key[1] or ""))
     rows = [
         {
             "split": split,
@@ -113,4 +115,13 @@ def results_table(records: list[MetricRecord]) -> tuple[list[str], list[dict]]:
     return [METRIC_NAMES[m] for m in metrics], rows
 
 
-__all__ = ["ERROR_RATES", "METRIC_NAMES", "MetricRecord", "collect_metrics", "eval_results", "results_table"]
+__all__ = [
+    "ERROR_RATES",
+    "INTERVAL_SUFFIXES",
+    "METRIC_NAMES",
+    "POOLED",
+    "MetricRecord",
+    "collect_metrics",
+    "eval_results",
+    "results_table",
+]

@@ -182,9 +182,13 @@ def _copy_heatmap(heatmap_path, output_dir: Path) -> str | None:
 
 
 EXAMPLE_SENTENCE = "The cat sat on the mat."
-#: How the recipes' `--target_lang_token` tells a model the target language: a first source token (Marian's).
-TARGET_LANG_TOKEN = ">>{lang}<< "
 TARGET_LANG_PIECE = re.compile(r">>[^<>\s]+<<")
+
+
+def language_token(lang: str) -> str:
+    """Marian's target-language token, `>>fr<<`: how the recipes' `--target_lang_token` tells a model the target
+    language (a first source token, a whole piece of the tokenizer)."""
+    return f">>{lang}<<"
 
 
 def reads_target_lang_token(tokenizer) -> bool:
@@ -202,9 +206,9 @@ def source_prefix(task_type: str | None, decoder_task: str | None, target_lang_t
     if not target_lang_token:
         return "", ""
     if task_type == "lang" and decoder_task is not None:
-        return TARGET_LANG_TOKEN.format(lang=decoder_task), ""
+        return f"{language_token(decoder_task)} ", ""
     return "", (f"# the model reads the target language as a first source token, as in training: start each source "
-                f"with {TARGET_LANG_TOKEN.format(lang='xx').strip()!r} (its language code)\n")
+                f"with {language_token('xx')!r} (its language code)\n")
 
 
 def _snippets(family: Family, prefix: tuple[str, str] = ("", "")) -> tuple[str, str, str]:
@@ -508,6 +512,7 @@ __all__ = [
     "collect_metrics",
     "eval_results",
     "head_sharing",
+    "language_token",
     "reads_target_lang_token",
     "render_model_card",
     "results_table",

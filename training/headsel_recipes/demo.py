@@ -41,6 +41,7 @@ from transformers import MarianMTModel, MarianTokenizer
 from hf_headsel import HeadSelMarianMTModel
 from hf_headsel.analysis import ANALYSIS_NAME
 from hf_headsel.hub import write_model_card
+from hf_headsel.model_card import language_token
 from offline_corpus import LANGUAGES, CorpusConfig, build_corpus
 
 from .metrics import prediction_quality
@@ -49,7 +50,6 @@ from .results_keys import (POOLED, RUN_CONFIG_FILE, Score, group_scores, predict
                            score_key)
 from .run_folder import clear_earlier_run
 from .tasks import MT
-from .tokenizer import lang_token
 
 SYSTEMS = ("group", "shared")
 SYSTEM_TITLES = {"group": "group strategy", "shared": "shared baseline"}
@@ -297,7 +297,7 @@ def sentences_per_task(predictions_file: Path) -> dict[str, int]:
 def translate(model, tokenizer, sources: list[str], lang: str, max_length: int, **task_ids) -> list[str]:
     """Greedy translations of `sources` into `lang`: each source opens with the `>>lang<<` token the systems were
     trained with, and the model routes by `task_ids` (else its default task)."""
-    batch = tokenizer([f"{lang_token(lang)} {source}" for source in sources], return_tensors="pt", padding=True)
+    batch = tokenizer([f"{language_token(lang)} {source}" for source in sources], return_tensors="pt", padding=True)
     with torch.no_grad():
         generated = model.generate(**batch, num_beams=1, max_length=max_length, **task_ids)
     return tokenizer.batch_decode(generated, skip_special_tokens=True)

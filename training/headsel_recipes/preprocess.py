@@ -29,10 +29,11 @@ from pathlib import Path
 import numpy as np
 from datasets import Array2D, Dataset, Features, Sequence, Value
 
+from hf_headsel.model_card import language_token
+
 from .arguments import RecipeTask
 from .audio import AudioError, extract_features, read_audio
 from .data import example_tasks
-from .tokenizer import lang_token
 
 logger = logging.getLogger(__name__)
 
@@ -131,7 +132,7 @@ def _prepare_text(row: dict, ctx: PrepareContext, out: dict) -> str:
     if not source:
         return "empty_source"
     if ctx.target_lang_token:
-        source = f"{lang_token(row['target_lang'])} {source}"
+        source = f"{language_token(row['target_lang'])} {source}"
     ids = ctx.tokenizer(source)["input_ids"]
     if ctx.encoder_tag_ids is not None:
         ids = [ctx.encoder_tag_ids[out["encoder_task_ids"]], *ids]

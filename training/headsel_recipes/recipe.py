@@ -16,6 +16,7 @@ from sacrebleu.metrics import BLEU
 from transformers import EarlyStoppingCallback, Speech2TextFeatureExtractor, Speech2TextProcessor, set_seed
 
 from hf_headsel.card_metrics import ERROR_RATES
+from hf_headsel.model_card import language_token
 
 from .arguments import DataArguments, HeadSelectionArguments, ModelArguments, RecipeTask, parse_arguments
 from .audio import SpecAugment
@@ -30,7 +31,6 @@ from .run_folder import AVERAGED_CHECKPOINTS_NAME, clear_earlier_run, earlier_ru
 from .tokenizer import (
     check_tokenizer_flags,
     has_tokenizer,
-    lang_token,
     load_tokenizer,
     piece_ids,
     task_tag,
@@ -134,7 +134,7 @@ def get_tokenizer(task: RecipeTask, model_args: ModelArguments, data_args: DataA
                                                model_args.tokenizer_max_sentences, tags)
         else:
             languages = target_languages(raw, task_type, decoder_tasks) if data_args.target_lang_token else []
-            symbols = [lang_token(lang) for lang in languages]
+            symbols = [language_token(lang) for lang in languages]
             symbols += [task_tag(task_type, name) for name in encoder_tasks] if data_args.encoder_task_tag else []
             texts += list(raw["train"]["source_text"])
             tokenizer = train_marian_tokenizer(texts, model_args.vocab_size, model_args.tokenizer_model_type,
@@ -204,7 +204,7 @@ def prepare_context(task, task_type, encoder_tasks, decoder_tasks, tokenizer, fe
     """Preprocessing limits: the flags, capped by the model's positions; the task tags of `--task_tag` and
     `--encoder_task_tag`, and the `>>xx<<` tokens of `--target_lang_token` (each a piece of the tokenizer)."""
     if data_args.target_lang_token:
-        piece_ids(tokenizer, [lang_token(lang) for lang in target_languages(raw, task_type, decoder_tasks)],
+        piece_ids(tokenizer, [language_token(lang) for lang in target_languages(raw, task_type, decoder_tasks)],
                   "--target_lang_token")
     config = model.config
     if task.speech:

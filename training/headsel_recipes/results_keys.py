@@ -22,15 +22,14 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+# The score-key facts the cards read too, written once in the core: the corpus-level group and the interval suffixes.
+from hf_headsel.card_metrics import INTERVAL_SUFFIXES, POOLED
+
 #: The Trainer's results files, merged in this order by [`read_metrics`] (later files win).
 RESULT_FILES = ("all_results.json", "eval_results.json", "predict_results.json", "test_results.json")
 #: The flags a run was trained with, in its folder (written by the demo and the experiment runner; `headsel-train mt
 #: <folder>/run_config.json` repeats the run).
 RUN_CONFIG_FILE = "run_config.json"
-#: The group name of the corpus-level score (not a group of the data).
-POOLED = "pooled"
-#: The suffixes of a score's bootstrap interval bounds.
-INTERVAL_SUFFIXES = ("_ci_low", "_ci_high")
 #: The name of the share of empty or looping hypotheses (not a metric of the tasks; see [`unusable_key`]).
 UNUSABLE = "unusable"
 #: The trained model's cross-entropy on training examples in evaluation mode and in training mode (dropout on).

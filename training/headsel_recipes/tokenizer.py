@@ -33,11 +33,6 @@ TOKENIZER_MODEL_TYPES = ("unigram", "bpe", "char", "word")
 SENTENCE_SAMPLE_SEED = 0
 
 
-def lang_token(lang: str) -> str:
-    """Marian's target-language token: `>>fr<<`."""
-    return f">>{lang}<<"
-
-
 def task_tag(task_type: str, task: str) -> str:
     """The decoder-task tag of `--task_tag` (speech): `<lang:fr>` or `<domain:tedx>`, a whole piece."""
     return f"<{'domain' if task_type == 'domain' else 'lang'}:{task}>"
