@@ -428,8 +428,15 @@ def test_export_cli_writes_one_stock_folder_per_task(tmp_path):
     with pytest.raises(ValueError, match="unknown directions"):
         script.export_targets(model.config, directions=["en-de"])
     assert [label for label, _ in script.export_targets(model.config, directions=["all"])] == ["en-fr", "en-it"]
-    with pytest.raises(ValueError, match="--tasks en: .* by direction: --directions en-fr en-it"):
+    with pytest.raises(ValueError, match=r"--tasks en: .en. names the encoder task only, .* per decoder task .* by direction, --directions en-fr en-it"):
         script.export_targets(model.config, tasks=["en"])  # names the encoder only: the decoder task is open
+    with pytest.raises(ValueError, match=r"--tasks xx: no such task \(the encoder tasks are \['en'\]"):
+        script.export_targets(model.config, tasks=["xx"])
+    # each folder once; 'all' means every direction wherever it stands (it was an unknown direction beside another)
+    assert script.export_targets(model.config, tasks=["fr", "fr"]) == [("fr", {"encoder": "en", "decoder": "fr"})]
+    assert [label for label, _ in script.export_targets(model.config, directions=["en-it", "en-it"])] == ["en-it"]
+    assert [label for label, _ in script.export_targets(model.config, directions=["en-it", "all"])] == [
+        "en-fr", "en-it"]
     with pytest.raises(ValueError, match="holds a 'marian' model, not a head-selection one"):
         script.main([str(folders[0]), str(tmp_path / "again")])
     with pytest.raises(SystemExit):  # argparse's error: the cards' ids need a namespace

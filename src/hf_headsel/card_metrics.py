@@ -12,13 +12,12 @@ from dataclasses import dataclass
 
 from huggingface_hub import EvalResult
 
+from .configuration_head_selection import POOLED
 from .pipeline_headsel import SPEECH_RECOGNITION, TRANSLATION
 
 METRIC_NAMES = {"wer": "WER", "cer": "CER", "bleu": "BLEU", "chrf": "chrF"}
 #: The error rates among them (lower is better), scored on transcriptions.
 ERROR_RATES = ("wer", "cer")
-#: The group name of a corpus-level score, over every sentence (not a task of the model).
-POOLED = "pooled"
 #: The suffixes of a score's bootstrap interval bounds (`{key}_ci_low`, `{key}_ci_high`): not scores of a task.
 INTERVAL_SUFFIXES = ("_ci_low", "_ci_high")
 SPLIT_NAMES = {"eval": "validation", "validation": "validation", "test": "test", "predict": "test"}

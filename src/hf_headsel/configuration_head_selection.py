@@ -23,6 +23,9 @@ TASK_TYPES = ("lang", "domain")
 CROSS_ATTENTION_TASK_KEYS = ("decoder", "encoder", "pair")
 SIDES = ("encoder", "decoder")
 ADAPTER_KEYS = ("direction", "task")
+#: The group name of a corpus-level score, over every sentence (the recipes' `{metric}_pooled`, a card's "all
+#: (pooled)" row): no task may take it, or its scores would be that one's.
+POOLED = "pooled"
 
 
 # The attribute of a stock encoder / decoder layer that holds each component's attention.
@@ -248,6 +251,9 @@ def _task_list(tasks: Sequence[str] | None, name: str) -> list[str]:
         raise ValueError(f"{name} must be a non-empty list of non-empty strings, got {tasks}")
     if len(set(tasks)) != len(tasks):
         raise ValueError(f"{name} lists a task twice: {tasks}")
+    if POOLED in tasks:
+        raise ValueError(f"{name} names a task {POOLED!r}: the name of the corpus-level score in results and cards "
+                         "is reserved; rename the task (its language or domain)")
     return tasks
 
 

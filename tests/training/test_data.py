@@ -274,3 +274,11 @@ def test_max_train_samples_keeps_the_first_rows(tmp_path):
 def test_rows_without_a_language_add_no_task():
     data = Dataset.from_dict({"source_lang": ["en", ""], "target_lang": ["de", "de"], "domain": ["", ""]})
     assert collect_tasks(data, MT, "lang") == (["en"], ["de"])
+
+
+def test_a_task_named_pooled_is_refused():
+    # `{metric}_pooled` is the corpus-level score: a domain of that name would have been scored as the whole corpus
+    data = Dataset.from_dict({"source_lang": ["en", "en"], "target_lang": ["de", "de"], "domain": ["news", "pooled"]})
+    assert collect_tasks(data, MT, "lang") == (["en"], ["de"])
+    with pytest.raises(DataError, match="names a task 'pooled' .* the name of the corpus-level score is reserved"):
+        collect_tasks(data, MT, "domain")

@@ -30,6 +30,7 @@ from datasets import Audio, Dataset, Features, Value
 from datasets.exceptions import DatasetGenerationError
 
 from .arguments import DataArguments, RecipeTask
+from .results_keys import POOLED
 
 logger = logging.getLogger(__name__)
 
@@ -470,4 +471,7 @@ def collect_tasks(dataset: Dataset, task: RecipeTask, task_type: str) -> tuple[l
     decoder.discard("")
     if not encoder or not decoder:
         raise DataError("the training data names no task: every row lacks its language (or domain)")
+    if POOLED in encoder | decoder:
+        raise DataError(f"the training data names a task {POOLED!r} (a language or domain): the name of the "
+                        "corpus-level score is reserved, and its scores would be that one's; rename it in the data")
     return sorted(encoder), sorted(decoder)

@@ -316,9 +316,9 @@ def prediction_quality(rows: list[dict]) -> dict[str, float]:
     fractions to 4)."""
     if not rows:
         raise ValueError("no predictions to score")
-    scores = {f"chrf_{group}": corpus_chrf(selected) for group, selected in rows_by_group(rows).items()}
-    scores["chrf"] = float(np.mean(list(scores.values())))
-    scores["chrf_pooled"] = corpus_chrf(rows)
+    scores = {score_key("chrf", group): corpus_chrf(selected) for group, selected in rows_by_group(rows).items()}
+    scores[score_key("chrf")] = float(np.mean(list(scores.values())))
+    scores[score_key("chrf", POOLED)] = corpus_chrf(rows)
     for key, column in (("degenerate", "prediction"), ("degenerate_references", "reference")):
         scores[key] = sum(is_degenerate(row[column]) for row in rows) / len(rows)
     return {key: round(value, 4 if key.startswith("degenerate") else 2) for key, value in scores.items()}

@@ -25,6 +25,7 @@ from pathlib import Path
 from transformers import AutoConfig, AutoModelForSeq2SeqLM, AutoModelForSpeechSeq2Seq, AutoProcessor, AutoTokenizer
 
 import hf_headsel  # noqa: F401  (registers the head-selection classes with the Auto classes)
+from hf_headsel.configuration_head_selection import SIDES
 from hf_headsel.conversion import export_task_model, needed_sides, resolve_export_tasks
 from hf_headsel.families import HEADSEL_MODEL_TYPES
 from hf_headsel.hub import push_to_hub, reads_target_lang_token, write_model_card
@@ -41,13 +42,13 @@ def export_targets(
     """`(folder name, {side: task})` of every model to export (see the module docstring for the default)."""
     if directions:
         by_label = direction_tasks(config)
-        wanted = list(by_label) if directions == ["all"] else directions
+        wanted = list(by_label) if "all" in directions else list(dict.fromkeys(directions))  # each folder once
         unknown = [label for label in wanted if label not in by_label]
         if unknown:
             raise ValueError(f"unknown directions {unknown}: the directions are {sorted(by_label)} (or 'all')")
         return [(label, by_label[label]) for label in wanted]
     if tasks:
-        return [(task, tasks_of(config, task)) for task in tasks]
+        return [(task, tasks_of(config, task)) for task in dict.fromkeys(tasks)]  # each folder once
     sides = [side for side in needed_sides(config) if len(config.tasks(side)) > 1]
     if len(sides) < 2:
         side = sides[0] if sides else "decoder"
@@ -64,12 +65,21 @@ def direction_tasks(config) -> dict[str, dict]:
 
 
 def tasks_of(config, task: str) -> dict:
-    """`{side: task}` of `--tasks task`; a `ValueError` saying which flag to use where one task names no model."""
+    """`{side: task}` of `--tasks task`; a `ValueError` in the CLI's terms where the task names no model: a name of
+    no task, or a task of one side where the other side's task chooses heads too (then the flag to use)."""
     try:
         return resolve_export_tasks(config, task)
     except ValueError as error:
-        raise ValueError(f"--tasks {task}: {error}. Export such a model by direction: --directions "
-                         f"{' '.join(direction_tasks(config))}, or --directions all") from error
+        known = [side for side in SIDES if task in config.tasks(side)]
+        if not known:
+            raise ValueError(f"--tasks {task}: no such task (the encoder tasks are {config.encoder_tasks}, the "
+                             f"decoder tasks {config.decoder_tasks})") from error
+        open_side = next(side for side in needed_sides(config) if side not in known)  # what resolving missed
+        raise ValueError(
+            f"--tasks {task}: {task!r} names the {known[0]} task only, and the heads are also chosen per {open_side} "
+            f"task (one of {config.tasks(open_side)}): export by direction, --directions "
+            f"{' '.join(direction_tasks(config))} (or --directions all)"
+        ) from error
 
 
 def task_scores(metrics: dict, label: str, names: dict) -> dict:
