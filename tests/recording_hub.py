@@ -4,8 +4,9 @@ is cheap (bounded: it stops itself after `SERVER_LIFETIME` seconds). The `hub` f
 with `huggingface_hub` allowed to reach it. Served:
 
 * `GET /api/whoami-v2`: the token's user, [`USER`];
-* `POST /api/repos/create` (a name without a namespace is created under [`USER`]) and
-  `POST /api/models/<repo>/branch/<branch>`;
+* `POST /api/repos/create` (a name without a namespace is created under [`USER`]; a repository that exists is
+  answered 409 with its URL, as the Hub does, which `create_repo(exist_ok=True)` passes over; `created` records
+  every request) and `POST /api/models/<repo>/branch/<branch>`;
 * `GET /api/agent-harnesses` (huggingface_hub's user-agent telemetry): an empty registry;
 * `POST /api/validate-yaml`: the README metadata must parse, and every model-index result needs a task type, a
   dataset name and type, and metrics with a type and a value (400 with errors otherwise);
@@ -14,7 +15,10 @@ with `huggingface_hub` allowed to reach it. Served:
 * the legacy LFS transfer: `POST /<repo>.git/info/lfs/objects/batch`, then `PUT` of each object (its sha256 and
   size must match, 400 otherwise);
 * `POST /api/models/<repo>/commit/<rev>` (NDJSON): the repository and branch must exist (404 otherwise); regular
-  files arrive base64-encoded; an `lfsFile` must name an object uploaded before (400 otherwise).
+  files arrive base64-encoded; an `lfsFile` must name an object uploaded before (400 otherwise). With
+  `?create_pr=1` it opens pull request N: the commit goes to a new ref `refs/pr/N` (a later commit may name it as
+  its revision) and the answer carries the pull request's URL. Each commit records the token it was sent with (its
+  `Authorization` header).
 
 Not served: the Xet storage protocol that `huggingface_hub` prefers when `hf_xet` is installed (a content-addressed
 chunk store behind a token exchange); the tests set `HF_HUB_DISABLE_XET` so the legacy LFS path is exercised instead.
@@ -27,6 +31,7 @@ import hashlib
 import json
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import parse_qs, unquote, urlsplit
 
 import yaml
 
@@ -71,7 +76,7 @@ class RecordingHub:
 
     # ---- protocol -------------------------------------------------------------------------------------------
 
-    def handle(self, method: str, path: str, body: bytes) -> tuple[int, dict]:
+    def handle(self, method: str, path: str, body: bytes, token: str | None = None) -> tuple[int, dict]:
         self.requests.append((method, path.split("?")[0]))
         route = path.split("?")[0].strip("/").split("/")
         if method == "GET" and route == ["api", "whoami-v2"]:
@@ -80,7 +85,9 @@ class RecordingHub:
             payload = json.loads(body)
             self.created.append(payload)
             repo_id = f"{payload.get('organization') or USER}/{payload['name']}"  # a bare name: the token's user's
-            self.branches.setdefault(repo_id, {"main"})
+            if repo_id in self.branches:
+                return 409, {"error": "You already created this model repo", "url": f"{self.url}/{repo_id}"}
+            self.branches[repo_id] = {"main"}
             return 200, {"url": f"{self.url}/{repo_id}"}
         if method == "POST" and route[:2] == ["api", "models"] and len(route) == 6 and route[4] == "branch":
             self.branches.setdefault(f"{route[2]}/{route[3]}", {"main"}).add(route[5])
@@ -100,7 +107,8 @@ class RecordingHub:
         if method == "PUT" and route[0] == "lfs-upload":
             return self._lfs_put(route[1], int(route[2]), body)
         if method == "POST" and route[:2] == ["api", "models"] and len(route) == 6 and route[4] == "commit":
-            return self._commit(f"{route[2]}/{route[3]}", route[5], body)
+            create_pr = parse_qs(urlsplit(path).query).get("create_pr") == ["1"]
+            return self._commit(f"{route[2]}/{route[3]}", unquote(route[5]), body, create_pr, token)
         self.errors.append(f"unexpected {method} {path}")
         return 404, {"error": f"not served: {method} {path}"}
 
@@ -119,7 +127,8 @@ class RecordingHub:
         self.lfs_objects[oid] = body
         return 200, {}
 
-    def _commit(self, repo_id: str, revision: str, body: bytes) -> tuple[int, dict]:
+    def _commit(self, repo_id: str, revision: str, body: bytes, create_pr: bool, token: str | None
+                ) -> tuple[int, dict]:
         if revision not in self.branches.get(repo_id, ()):  # the Hub commits to existing branches of existing repos
             self.errors.append(f"commit to {repo_id}@{revision}, which does not exist")
             return 404, {"error": f"{repo_id}@{revision} not found"}
@@ -140,9 +149,15 @@ class RecordingHub:
                 return 400, {"error": f"unexpected commit operation {line['key']}"}
         oid = hashlib.sha1(body).hexdigest()
         lfs = [line["value"]["path"] for line in lines if line["key"] == "lfsFile"]
+        pull_request = None
+        if create_pr:  # a pull request against `revision`: the commit goes to its own ref
+            number = 1 + sum(ref.startswith("refs/pr/") for ref in self.branches[repo_id])
+            revision, pull_request = f"refs/pr/{number}", f"{self.url}/{repo_id}/discussions/{number}"
+            self.branches[repo_id].add(revision)
         self.commits.append({"repo_id": repo_id, "revision": revision, "summary": header["value"]["summary"],
-                             "files": files, "lfs": lfs})
-        return 200, {"commitUrl": f"{self.url}/{repo_id}/commit/{oid}", "commitOid": oid, "pullRequestUrl": None}
+                             "files": files, "lfs": lfs, "token": token})
+        return 200, {"commitUrl": f"{self.url}/{repo_id}/commit/{oid}", "commitOid": oid,
+                     "pullRequestUrl": pull_request}
 
     def _handler(self):
         hub = self
@@ -162,7 +177,8 @@ class RecordingHub:
                 return self.rfile.read(int(self.headers.get("Content-Length") or 0))
 
             def _serve(self):
-                status, payload = hub.handle(self.command, self.path, self._body())
+                token = self.headers.get("Authorization", "").removeprefix("Bearer ") or None
+                status, payload = hub.handle(self.command, self.path, self._body(), token)
                 data = json.dumps(payload).encode()
                 self.send_response(status)
                 self.send_header("Content-Type", "application/json")

@@ -48,6 +48,8 @@ def test_adapter_parameter_shapes_follow_the_key(family):
     assert by_task.model.encoder.layers[0].task_adapter.down_weight.shape[0] == 2
     assert by_task.model.decoder.layers[0].task_adapter.down_weight.shape[0] == 3
     assert all(torch.count_nonzero(m.up_weight) == 0 for m in by_task.modules() if isinstance(m, TaskAdapters))
+    # and print(model) names them
+    assert "tasks=6, hidden_size=16, bottleneck=8" in repr(by_direction.model.encoder.layers[0].task_adapter)
 
 
 @pytest.mark.parametrize("key", ["direction", "task"])
@@ -140,8 +142,8 @@ def test_generate_with_direction_adapters_captures_the_encoder_outputs_its_gener
     assert by_config.sequences.tolist() == by_keywords.sequences.tolist()
 
 
-def _random_adapters() -> TaskAdapters:
-    adapters = TaskAdapters(num_tasks=3, hidden_size=16, bottleneck=4)
+def _random_adapters(**kwargs) -> TaskAdapters:
+    adapters = TaskAdapters(num_tasks=3, hidden_size=16, bottleneck=4, **kwargs)
     torch.manual_seed(0)
     with torch.no_grad():
         for parameter in adapters.parameters():
@@ -189,6 +191,21 @@ def test_a_full_pass_dominated_by_one_task_runs_its_adapters_task_by_task(monkey
     assert not calls
     adapters(longer[:, :1], route)  # a one-token step: blocks whatever the padding
     assert len(calls) == 1
+    # padded to exactly the bound (MAX_BLOCK_ROWS times its rows), a full pass still runs in blocks
+    route = TaskRoute.build(torch.tensor([0, 0, 1, 0, 2, 0]))  # blocks of 4: 12 slots for 6 rows
+    assert route.block_rows == adapters_module.MAX_BLOCK_ROWS * 6
+    states = torch.randn(6, 3, 16)
+    torch.testing.assert_close(adapters(states, route), route.per_task(states, lambda t, x: adapters.adapt(x, t)))
+    assert len(calls) == 2
+
+
+def test_blocks_normalise_with_the_adapters_own_eps(monkeypatch):
+    # built with another eps than the layer norm's default, the blocks compute what the adapters do task by task
+    adapters, calls = _random_adapters(eps=0.5), _count_blocks(monkeypatch)
+    route = TaskRoute.build(torch.tensor([2, 0, 1, 0]))
+    states = torch.randn(4, 3, 16) * 0.3  # a variance small enough for eps to matter
+    torch.testing.assert_close(adapters(states, route), route.per_task(states, lambda t, x: adapters.adapt(x, t)))
+    assert len(calls) == 1
 
 
 def test_the_rows_of_the_tasks_present_are_cached_in_evaluation_until_a_parameter_changes():
@@ -204,6 +221,9 @@ def test_the_rows_of_the_tasks_present_are_cached_in_evaluation_until_a_paramete
     with torch.no_grad():
         first = adapters.task_parameters(route)
         assert adapters.task_parameters(route) is first  # a second step gathers nothing
+        # only the last set of tasks is kept: the steps of ever new task sets must not pile up copies of the rows
+        adapters.task_parameters(TaskRoute.build(torch.tensor([1, 2, 1])))
+        assert adapters.task_parameters(route) is not first
         adapters.down_weight.add_(1.0)  # an optimizer step, load_state_dict: the version counter moves
         torch.testing.assert_close(adapters(states, route), task_by_task())
         adapters.up_weight.data = adapters.up_weight.data * 2  # bypasses the counter: cleared by hand

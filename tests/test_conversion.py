@@ -46,6 +46,7 @@ from hf_headsel.conversion import (
     resolve_export_tasks,
     stock_model_class,
 )
+from hf_headsel.model_folder import prepare_model_folder
 from hf_headsel.selection import LOGIT_INIT_RANGE
 
 from test_pipelines import marian_tokenizer  # noqa: E402
@@ -214,6 +215,10 @@ def test_export_task_resolution(family):
         export_task_model(model, encoder_task="en", decoder_task="en")
     model.set_default_task(encoder_task="en")
     torch.testing.assert_close(logits(export_task_model(model, decoder_task="fr"), inputs), logits(model, inputs, 0, 1))
+    # a default only fills a side left open: a side named explicitly keeps its task
+    torch.testing.assert_close(logits(export_task_model(model, encoder_task="de", decoder_task="fr"), inputs),
+                               logits(model, inputs, 1, 1))
+    assert not torch.allclose(logits(model, inputs, 1, 1), logits(model, inputs, 0, 1))  # the default's differs
 
 
 def test_export_pair_key_needs_the_direction(family):
@@ -236,13 +241,19 @@ def test_export_only_needs_the_sides_that_select(family):
 def test_exported_model_loads_with_stock_transformers(family, tmp_path):
     model = headsel_model(family, **SELECTIONS["group-pair"])
     inputs = model_inputs(family)
-    export_task_model(model, encoder_task="en", decoder_task="fr").save_pretrained(tmp_path)
-    config = json.loads((tmp_path / "config.json").read_text())
+    # exported from a published folder, whose config names its remote code (auto_map) and its pipelines
+    # (custom_pipelines): a stock folder names neither (stock Transformers would look for code it does not have)
+    model.save_pretrained(tmp_path / "headsel")
+    prepare_model_folder(tmp_path / "headsel")
+    published = family["model"].from_pretrained(tmp_path / "headsel")
+    assert {"auto_map", "custom_pipelines"} <= published.config.to_dict().keys()
+    export_task_model(published, encoder_task="en", decoder_task="fr").save_pretrained(tmp_path / "stock")
+    config = json.loads((tmp_path / "stock" / "config.json").read_text())
     assert config["model_type"] == family["stock_config"].model_type
-    assert "auto_map" not in config
+    assert "auto_map" not in config and "custom_pipelines" not in config
     assert not [key for key in config if "head_selection" in key or key.endswith("_tasks")]
-    assert not list(tmp_path.glob("*.py"))
-    reloaded = family["stock_model"].from_pretrained(tmp_path)
+    assert not list((tmp_path / "stock").glob("*.py"))
+    reloaded = family["stock_model"].from_pretrained(tmp_path / "stock")
     assert type(reloaded) is family["stock_model"]
     torch.testing.assert_close(logits(reloaded, inputs), logits(model, inputs, 0, 1))
 
@@ -300,6 +311,10 @@ def test_from_stock_tiles_heads_and_initialises_fresh_logits(family):
         low, high = LOGIT_INIT_RANGE
         assert selector.logits.min() >= low and selector.logits.max() <= high
         assert selector.logits.std() > 0.1  # fresh uniform draws, not a constant
+    # not reordered as subset's are (the outputs are exact whatever a group selects): the tasks start from different
+    # choices, which reordered logits would make the same for every task
+    heads = model.selected_heads()["decoder_self"]
+    assert len({tuple(heads[task].flatten().tolist()) for task in range(len(DECODER_TASKS))}) > 1
 
 
 def test_from_stock_subset_makes_the_first_heads_win(family):
@@ -358,6 +373,10 @@ def test_from_stock_rules(family, tmp_path):
     with pytest.raises(ValueError, match="the task_specific strategy needs"):
         from_stock(family["model"], stock, **TASKS, head_selection_strategy="task_specific",
                    total_decoder_attention_heads=8, head_selection_components=["decoder_self"])
+    # stock weights the head-selection model has no place for: refused, not silently dropped
+    stock.model.encoder.extra_projection = torch.nn.Linear(4, 4)
+    with pytest.raises(RuntimeError, match=r"stock weights do not match .*unexpected \['model\.encoder\.extra_proj"):
+        from_stock(family["model"], stock, **TASKS)
 
 
 def test_task_adapters_upcycle_exactly_but_do_not_export(family):
@@ -371,7 +390,7 @@ def test_task_adapters_upcycle_exactly_but_do_not_export(family):
         export_task_model(model, encoder_task="en", decoder_task="fr")
 
 
-def test_from_stock_keeps_dtype(family):
+def test_from_stock_and_export_keep_the_dtype(family):
     stock = stock_model(family).to(torch.float64)
     model = from_stock(family["model"], stock, **TASKS)
     assert model.dtype == torch.float64
@@ -379,6 +398,10 @@ def test_from_stock_keeps_dtype(family):
     if "input_features" in inputs:
         inputs["input_features"] = inputs["input_features"].double()
     torch.testing.assert_close(logits(model, inputs, 0, 1), logits(stock, inputs))
+    # and back: the export is on the model's dtype too (a stock model is built in the default float32)
+    exported = export_task_model(model, encoder_task="de", decoder_task="it")
+    assert exported.dtype == torch.float64
+    torch.testing.assert_close(logits(exported, inputs), logits(model, inputs, 1, 2))
 
 
 # --------------------------------------------------------------------------------------------------------------------

@@ -332,14 +332,17 @@ def saved_folder(tmp_path: Path) -> tuple[Path, HeadSelMarianMTModel]:
     return folder, model
 
 
-def test_push_to_hub_uploads_the_folder(tmp_path, hub):
+def test_push_to_hub_uploads_the_folder(tmp_path, hub, monkeypatch, caplog):
     folder, model = saved_folder(tmp_path)
     write_model_card(folder, model, {"eval_bleu_en-fr": 21.5}, repo_id="me/tiny",
                      heatmap_path=folder / "head_sharing.png")
-    info = push_to_hub(folder, "me/tiny", endpoint=hub.url, token="hf_fake", private=True,
-                       commit_message="first upload")
+    monkeypatch.setenv("HF_TOKEN", "hf_logged_in")  # the token passed wins over the logged-in one
+    with caplog.at_level(logging.WARNING, logger="hf_headsel.hub"):
+        info = push_to_hub(folder, "me/tiny", endpoint=hub.url, token="hf_fake", private=True,
+                           commit_message="first upload")
 
-    assert hub.errors == []
+    assert hub.errors == [] and "README.md" not in caplog.text  # a card: no warning about one
+    assert hub.commits[-1]["token"] == "hf_fake"
     assert hub.created == [{"name": "tiny", "organization": "me", "visibility": "private", "type": "model"}]
     commit = hub.commits[-1]
     assert (commit["repo_id"], commit["revision"], commit["summary"]) == ("me/tiny", "main", "first upload")
@@ -360,10 +363,21 @@ def test_push_to_hub_with_a_bare_name_and_a_new_branch(tmp_path, hub):
     # the Hub creates a bare name under the token's user and commits only to branches that exist
     folder, _ = saved_folder(tmp_path)
     assert create_hub_repo("tiny", endpoint=hub.url, token="hf_fake") == "me/tiny"
+    # to a repository that exists: the Hub answers the upload's create with 409, and the upload goes on
     info = push_to_hub(folder, "tiny", endpoint=hub.url, token="hf_fake", revision="v2")
     assert hub.errors == []
     assert (hub.commits[-1]["repo_id"], hub.commits[-1]["revision"]) == ("me/tiny", "v2")
     assert info.repo_url.repo_id == "me/tiny"
+
+
+def test_push_to_hub_opens_a_pull_request_and_commits_to_it(tmp_path, hub):
+    folder, _ = saved_folder(tmp_path)
+    info = push_to_hub(folder, "me/tiny", endpoint=hub.url, token="hf_fake", create_pr=True)
+    assert info.pr_revision == "refs/pr/1" and hub.commits[-1]["revision"] == "refs/pr/1"  # not main
+    # a pull request's ref takes commits, but is no branch to create (the Hub refuses a branch of that name)
+    push_to_hub(folder, "me/tiny", endpoint=hub.url, token="hf_fake", revision="refs/pr/1", commit_message="fix")
+    assert hub.errors == [] and (hub.commits[-1]["revision"], hub.commits[-1]["summary"]) == ("refs/pr/1", "fix")
+    assert not [path for _, path in hub.requests if "/branch/" in path]
 
 
 def test_a_resaved_model_keeps_its_pipeline_loadable(tmp_path, caplog):
@@ -400,16 +414,33 @@ def test_push_to_hub_keeps_the_hub_token_out(tmp_path, hub, monkeypatch):
     assert hub.errors == [] and "training_args.bin" not in hub.files()
     assert not [name for name, content in hub.files().items() if secret.encode() in content]
 
-    # a saved run configuration repeating --hub_token: refused, naming it, before anything is created; the token in
-    # use is the logged-in one when none is passed
+    # a saved run configuration repeating --hub_token: refused, naming it, before anything is created; the token
+    # searched for is the one the upload uses: the one passed, else the logged-in one (None, True)
     (folder / "run_config.json").write_text(json.dumps({"learning_rate": 5e-4, "hub_token": secret}))
-    monkeypatch.setenv("HF_TOKEN", secret)
-    for token in (secret, None):
+    for token, logged_in in ((secret, "hf_another_token"), (None, secret), (True, secret)):
+        monkeypatch.setenv("HF_TOKEN", logged_in)
         with pytest.raises(ValueError, match=r"\['run_config.json'\] in .* hold the Hub token this upload uses"):
             push_to_hub(folder, "me/other", endpoint=hub.url, token=token)
     assert len(hub.created) == len(hub.commits) == 1  # the first upload only
     push_to_hub(folder, "me/tiny", endpoint=hub.url, token=secret, ignore_patterns=["run_config.json"])
     assert "run_config.json" not in hub.commits[-1]["files"]
+
+
+def test_check_upload_searches_what_the_upload_sends(tmp_path):
+    secret = "hf_SECRET_TOKEN_123"
+    folder, _ = saved_folder(tmp_path)
+    # a cloned repository's .git/ (its remote URL may hold the token) and huggingface_hub's .cache/huggingface/ are
+    # never uploaded: neither listed nor searched
+    (folder / ".git").mkdir()
+    (folder / ".git" / "config").write_text(f'[remote "origin"]\n\turl = https://me:{secret}@huggingface.co/me/tiny\n')
+    (folder / ".cache" / "huggingface").mkdir(parents=True)
+    (folder / ".cache" / "huggingface" / ".gitignore").write_text("*\n")
+    files = check_upload(folder, token=secret)
+    assert "model.safetensors" in files and not [name for name in files if name.startswith((".git/", ".cache/"))]
+    # a training log of a MiB is searched (what could hold the token: anything but weights)
+    (folder / "train.log").write_bytes(b"step\n" * (2**20 // 5) + f"hub_token={secret}\n".encode())
+    with pytest.raises(ValueError, match=r"\['train.log'\] in .* hold the Hub token this upload uses"):
+        check_upload(folder, token=secret)
 
 
 def test_push_to_hub_refuses_a_folder_without_weights(tmp_path, hub, caplog):
@@ -421,16 +452,22 @@ def test_push_to_hub_refuses_a_folder_without_weights(tmp_path, hub, caplog):
     assert hub.created == [] and hub.commits == []
     assert not (folder / "conversion.py").exists()  # refused before the folder was completed
 
-    # without a tokenizer: uploaded, with a warning (the card's examples load one)
+    # weights saved by an older Transformers (pytorch_model.bin) count too; without a card or a tokenizer: uploaded,
+    # with warnings (the card's examples load one)
+    torch.save(model.state_dict(), folder / "pytorch_model.bin")
+    with caplog.at_level(logging.WARNING, logger="hf_headsel.hub"):
+        push_to_hub(folder, "me/tiny", endpoint=hub.url, token="hf_fake")
+    assert "pytorch_model.bin" in hub.files() and hub.errors == []
+    assert "has no README.md" in caplog.text and "has no tokenizer or processor files" in caplog.text
+    # a tokenizer, or a speech model's feature extractor (preprocessor_config.json): no warning about them
     model.save_pretrained(folder)
-    with caplog.at_level(logging.WARNING, logger="hf_headsel.hub"):
-        push_to_hub(folder, "me/tiny", endpoint=hub.url, token="hf_fake")
-    assert "has no tokenizer or processor files" in caplog.text
-    caplog.clear()
-    (folder / "tokenizer_config.json").write_text("{}")
-    with caplog.at_level(logging.WARNING, logger="hf_headsel.hub"):
-        push_to_hub(folder, "me/tiny", endpoint=hub.url, token="hf_fake")
-    assert "tokenizer" not in caplog.text and hub.errors == []
+    for name in ("tokenizer_config.json", "preprocessor_config.json"):
+        caplog.clear()
+        (folder / name).write_text("{}")
+        with caplog.at_level(logging.WARNING, logger="hf_headsel.hub"):
+            push_to_hub(folder, "me/tiny", endpoint=hub.url, token="hf_fake")
+        assert "tokenizer" not in caplog.text and hub.errors == []
+        (folder / name).unlink()
     # the same checks without the Hub: the files that go, the ignored checkpoint left out
     files = check_upload(folder, token="hf_fake")
     assert "model.safetensors" in files and not [name for name in files if name.startswith("checkpoint-")]

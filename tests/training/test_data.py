@@ -8,12 +8,15 @@ import os
 from collections import Counter
 from dataclasses import replace
 
+import numpy as np
 import pytest
+import soundfile
 from datasets import Dataset
 from recipe_testkit import text_rows, write_jsonl, write_table
 from transformers import Speech2TextFeatureExtractor
 
 from headsel_recipes.arguments import DataArguments, RecipeTask
+from headsel_recipes.audio import AudioError, read_audio
 from headsel_recipes.data import (
     DataError,
     collect_tasks,
@@ -62,6 +65,19 @@ def test_dict_columns_and_constant_languages(tmp_path):
                  target_column="translation.en", source_lang="de", target_lang="en")["train"]
     assert train[0]["source_text"] == "hallo welt" and train[0]["target_text"] == "hello world"
     assert (train[0]["source_lang"], train[0]["target_lang"]) == ("de", "en")
+
+
+def test_a_dotted_audio_column_reads_its_key(tmp_path):
+    # `--audio_column media.wav`: the whole dict was passed on as the audio cell, so every row was unreadable
+    soundfile.write(tmp_path / "a.wav", np.zeros(1600, dtype=np.float32), 16000)
+    path = write_jsonl(tmp_path / "train.jsonl", [{"media": {"wav": "a.wav", "video": "a.mp4"}, "text": "hola",
+                                                    "source_lang": "es"}, {"media": {"video": "b.mp4"}, "text": "x",
+                                                                           "source_lang": "es"}])
+    train = load(ASR, tmp_path, train_file=[str(path)], audio_column="media.wav")["train"]
+    assert train["audio"] == [str(tmp_path / "a.wav"), None]  # relative to the file; a missing key: no audio
+    assert read_audio(train[0]["audio"]).duration == pytest.approx(0.1)
+    with pytest.raises(AudioError, match="no audio"):
+        read_audio(train[1]["audio"])
 
 
 @pytest.mark.parametrize("name, expected", [
@@ -138,8 +154,10 @@ HEADER = "source,target,source_lang,target_lang\n"
         ("train.tsv", HEADER.replace(",", "\t") + "a\tb\ten\tde\nc\td\ten\tde\textra\n",
          "cannot be read as tsv: ParserError"),
         ("train.csv", HEADER + "caf\xe9,x,en,de\n", "cannot be read as csv: UnicodeDecodeError"),
+        # the TSV's header is read first (a fairseq manifest?), and the decoder reads ahead into the rows
+        ("train.tsv", HEADER.replace(",", "\t") + "caf\xe9\tx\ten\tde\n", "cannot be read as tsv: UnicodeDecodeError"),
     ],
-    ids=["csv-open-quote", "json-line", "json-document", "tsv-extra-field", "not-utf8"],
+    ids=["csv-open-quote", "json-line", "json-document", "tsv-extra-field", "not-utf8", "tsv-not-utf8"],
 )
 def test_a_file_that_cannot_be_read_as_its_format_is_a_clear_error(tmp_path, name, content, message):
     path = tmp_path / name

@@ -143,10 +143,15 @@ def expand_files(entries: list[str] | None, manifest_dir: str | None = None) -> 
 
 
 def read_header(path: Path, delimiter: str) -> list[str]:
-    """The column names of a CSV/TSV file (its first row)."""
-    with open(path, newline="", encoding=CSV_ENCODING) as handle:
-        quoting = csv.QUOTE_NONE if delimiter == "\t" else csv.QUOTE_MINIMAL
-        header = next(csv.reader(handle, delimiter=delimiter, quoting=quoting), None)
+    """The column names of a CSV/TSV file (its first row); a [`DataError`] naming the file when its start is not
+    UTF-8 (the decoder reads ahead: a bad byte in an early row fails here, before `load_file` reads the rows)."""
+    data_format = "tsv" if delimiter == "\t" else "csv"
+    try:
+        with open(path, newline="", encoding=CSV_ENCODING) as handle:
+            quoting = csv.QUOTE_NONE if data_format == "tsv" else csv.QUOTE_MINIMAL
+            header = next(csv.reader(handle, delimiter=delimiter, quoting=quoting), None)
+    except UnicodeDecodeError as error:
+        raise DataError(f"{path} cannot be read as {data_format}: {type(error).__name__}: {error}") from error
     if not header:
         raise DataError(f"{path} is empty: a header row is needed")
     return header
@@ -346,8 +351,9 @@ def standardize(
         for i, index in enumerate(indices):
             out["id"].append((read["id"] and read["id"](batch, i)) or f"{stem}:{index}")
             source = batch[source_name][i]
-            if task.speech:
-                out["audio"].append(resolve_audio(source, info.base_dir))
+            if task.speech:  # `media.wav`: key `wav` of a dict cell (missing: unreadable audio, counted)
+                cell = (source.get(source_key) if isinstance(source, dict) else None) if source_key else source
+                out["audio"].append(resolve_audio(cell, info.base_dir))
             else:
                 out["source_text"].append(_cell(source, source_key))
             out["target_text"].append(read["target"](batch, i))
