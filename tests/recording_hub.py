@@ -90,7 +90,7 @@ class RecordingHub:
             self.branches[repo_id] = {"main"}
             return 200, {"url": f"{self.url}/{repo_id}"}
         if method == "POST" and route[:2] == ["api", "models"] and len(route) == 6 and route[4] == "branch":
-            self.branches.setdefault(f"{route[2]}/{route[3]}", {"main"}).add(route[5])
+            self.branches.setdefault(f"{route[2]}/{route[3]}", {"main"}).add(unquote(route[5]))
             return 200, {}
         if method == "GET" and route == ["api", "agent-harnesses"]:  # huggingface_hub's user-agent telemetry
             return 200, {"standardEnvVars": [], "harnesses": {}}

@@ -374,7 +374,7 @@ def test_push_to_hub_opens_a_pull_request_and_commits_to_it(tmp_path, hub):
     folder, _ = saved_folder(tmp_path)
     info = push_to_hub(folder, "me/tiny", endpoint=hub.url, token="hf_fake", create_pr=True)
     assert info.pr_revision == "refs/pr/1" and hub.commits[-1]["revision"] == "refs/pr/1"  # not main
-    # a pull request's ref takes commits, but is no branch to create (the Hub refuses a branch of that name)
+    # a later upload to the open pull request commits to its ref, which is no branch to create
     push_to_hub(folder, "me/tiny", endpoint=hub.url, token="hf_fake", revision="refs/pr/1", commit_message="fix")
     assert hub.errors == [] and (hub.commits[-1]["revision"], hub.commits[-1]["summary"]) == ("refs/pr/1", "fix")
     assert not [path for _, path in hub.requests if "/branch/" in path]
