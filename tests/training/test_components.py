@@ -19,7 +19,7 @@ from transformers import Seq2SeqTrainer, Seq2SeqTrainingArguments, Speech2TextFe
 
 from hf_headsel import HeadSelSpeech2TextConfig
 from hf_headsel import HeadSelSpeech2TextForConditionalGeneration as HeadSelS2T
-from headsel_recipes.arguments import HeadSelectionArguments, parse_arguments
+from headsel_recipes.arguments import DataArguments, HeadSelectionArguments, parse_arguments
 from headsel_recipes.audio import AudioError, AudioInput, SpecAugment, extract_features, read_audio, resample
 from headsel_recipes.collator import Seq2SeqCollator
 from headsel_recipes.metrics import TaskMetrics, corpus_wer, normalize_for_wer
@@ -45,12 +45,16 @@ from headsel_recipes.trainer import (
 
 
 @pytest.mark.parametrize("rate", [8000, 22050, 44100])
-def test_resample_keeps_a_sine(rate):
+def test_resample_keeps_a_sine_and_features_are_computed_at_16khz(rate):
     t = np.arange(rate) / rate
-    out = resample(np.sin(2 * np.pi * 440 * t).astype(np.float32), rate, 16000)
+    sine = np.sin(2 * np.pi * 440 * t).astype(np.float32)
+    out = resample(sine, rate, 16000)
     assert out.shape == (16000,)
     expected = np.sin(2 * np.pi * 440 * np.arange(16000) / 16000)
     assert np.abs(out - expected)[100:-100].max() < 2e-3
+    # one second at any rate is the frames of one second at the extractor's rate: 25 ms windows every 10 ms
+    features = extract_features(AudioInput(waveform=sine, sampling_rate=rate), Speech2TextFeatureExtractor())
+    assert features.shape == ((16000 - 400) // 160 + 1, 80)
 
 
 def _stored_zip_entry(zip_path, name):
@@ -91,6 +95,16 @@ def test_read_audio_fairseq_paths(tmp_path):
             read_audio(bad)
 
 
+def test_a_segment_of_a_file_in_a_folder_with_a_colon(tmp_path):
+    # only the last two `:`-fields of a cell are the offset and the length
+    folder = tmp_path / "take:2"
+    folder.mkdir()
+    waveform = np.sin(np.arange(1600) * 0.05).astype(np.float32)
+    soundfile.write(folder / "a.wav", waveform, 16000, subtype="FLOAT")
+    assert np.allclose(read_audio(f"{folder / 'a.wav'}:100:200").waveform, waveform[100:300])
+    assert np.allclose(read_audio(str(folder / "a.wav")).waveform, waveform)
+
+
 def test_a_segment_must_lie_inside_its_file(tmp_path):
     # cut short, a segment would no longer match its transcript; an offset on a `.npy` (one utterance's features)
     # was ignored: each is an unreadable row, skipped and counted
@@ -103,17 +117,23 @@ def test_a_segment_must_lie_inside_its_file(tmp_path):
     assert read_audio(f"{tmp_path / 'a.wav'}:800:800").waveform.shape == (800,)  # up to the file's end
     size = (tmp_path / "fbank.ZIP").stat().st_size
     for cell, rule in [(f"{tmp_path / 'a.wav'}:800:1600", "runs past the end of the file \\(800 of 1600 frames"),
+                       (f"{tmp_path / 'a.wav'}:801:800", "\\(799 of 800 frames"),  # short by its last frame
                        (f"{tmp_path / 'fbank.ZIP'}:{size - 10}:{length}", f"\\(10 of {length} bytes"),
                        (f"{tmp_path / 'f.npy'}:0:10", "a .npy file holds one utterance's features")]:
         with pytest.raises(AudioError, match=rule):
             read_audio(cell)
 
 
-def test_decoded_stereo_arrays_are_downmixed_in_either_layout():
+def test_stereo_audio_is_downmixed_decoded_in_either_layout_or_encoded():
     left, right = np.linspace(-0.5, 0.5, 16000, dtype=np.float32), np.full(16000, 0.25, np.float32)
     mono = (left + right) / 2
-    for array in (np.stack([left, right]), np.stack([left, right], axis=1)):  # `datasets` and soundfile layouts
-        audio = read_audio({"array": array, "sampling_rate": 16000})
+    encoded = io.BytesIO()  # a `datasets.Audio` cell's bytes
+    soundfile.write(encoded, np.stack([left, right], axis=1), 16000, format="WAV", subtype="FLOAT")
+    cells = [{"array": np.stack([left, right]), "sampling_rate": 16000},  # `datasets`' layout
+             {"array": np.stack([left, right], axis=1), "sampling_rate": 16000},  # soundfile's
+             {"bytes": encoded.getvalue(), "path": None}]
+    for cell in cells:
+        audio = read_audio(cell)
         assert audio.waveform.shape == (16000,) and np.allclose(audio.waveform, mono)
 
 
@@ -124,6 +144,13 @@ def test_audio_shorter_than_one_analysis_window_has_no_frames():
         assert extract_features(audio, extractor).shape == (0, extractor.feature_size)
     one_frame = AudioInput(waveform=np.sin(np.arange(400) * 0.3).astype(np.float32), sampling_rate=16000)
     assert extract_features(one_frame, extractor).shape == (1, extractor.feature_size)
+
+
+def test_precomputed_features_get_the_utterance_normalization():
+    # stored fbank features (fairseq's are unnormalized) are mean/variance normalized per utterance, as extracted ones
+    stored = (5.0 + 3.0 * np.random.default_rng(0).standard_normal((120, 80))).astype(np.float32)
+    features = extract_features(AudioInput(features=stored), Speech2TextFeatureExtractor())
+    assert np.allclose(features.mean(axis=0), 0.0, atol=1e-4) and np.allclose(features.std(axis=0), 1.0, atol=1e-3)
 
 
 def test_spec_augment_masks_within_valid_frames():
@@ -146,6 +173,24 @@ def test_spec_augment_time_masks_stay_within_a_fractional_cap():
     lengths = torch.full((400,), 7)  # cap min(100, 0.2 x 7) = 1.4 frames: each of 2 masks is 0 or 1 frame wide
     masked = SpecAugment(freq_mask_num=0, time_mask_num=2, time_mask_ratio=0.2)(torch.ones(400, 7, 4), lengths)
     assert (masked == 0).all(dim=2).sum(dim=1).max() <= 2
+
+
+def test_spec_augment_time_masks_reach_every_valid_frame_and_their_full_width():
+    # a span is 0 to time_mask_width frames wide (both included) and may end at the last valid frame, not beyond
+    torch.manual_seed(0)
+    features = torch.ones(2000, 12, 2)
+    features[:, 10:] = 7.0
+    masked = SpecAugment(freq_mask_num=0, time_mask_num=1, time_mask_width=3)(features, torch.full((2000,), 10))
+    zero = (masked == 0).all(dim=2)
+    assert zero[:, 0].any() and zero[:, 9].any() and not zero[:, 10:].any()
+    assert set(zero.sum(dim=1).tolist()) == {0, 1, 2, 3}
+
+
+def test_spec_augment_defaults_are_the_flags_defaults():
+    # `SpecAugment()` in Python is the policy a recipe run gets by default (LD: 2 x 27 channels, 2 x 100 frames)
+    flags = DataArguments()
+    assert SpecAugment() == SpecAugment(flags.freq_mask_num, flags.freq_mask_width, flags.time_mask_num,
+                                        flags.time_mask_width, flags.time_mask_ratio)
 
 
 def test_collators_pad_and_augment_only_training_batches():

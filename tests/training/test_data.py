@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 import os
 from collections import Counter
@@ -11,8 +12,8 @@ from dataclasses import replace
 import numpy as np
 import pytest
 import soundfile
-from datasets import Dataset
-from recipe_testkit import text_rows, write_jsonl, write_table
+from datasets import Audio, Dataset
+from recipe_testkit import text_rows, write_jsonl, write_table, write_tone
 from transformers import Speech2TextFeatureExtractor
 
 from headsel_recipes.arguments import DataArguments, RecipeTask
@@ -31,6 +32,7 @@ from headsel_recipes.tokenizer import train_marian_tokenizer
 ASR = RecipeTask("asr", speech=True, target_field="text", metric="wer", same_language=True)
 ST = RecipeTask("st", speech=True, target_field="translation", metric="bleu")
 MT = RecipeTask("mt", speech=False, target_field="target", metric="bleu")
+MANIFEST = ["id", "audio", "n_frames", "tgt_text", "speaker", "src_lang", "tgt_lang"]  # fairseq's columns
 
 
 def load(task, tmp_path, task_type="lang", splits=("train",), **flags):
@@ -59,6 +61,27 @@ def test_csv_and_tsv_with_renamed_columns(tmp_path):
     assert tsv_rows["source_text"] == csv_rows["source_text"] and tsv_rows["target_lang"] == ["de", "fr"]
 
 
+def test_tsv_cells_are_read_unquoted(tmp_path):
+    # TSVs (fairseq manifests among them) quote nothing: a cell that opens with a quote is text, not a quoted field
+    rows = [{"source": '"Hola," dijo.', "target": '"Hello," he said.', "source_lang": "es", "target_lang": "en"},
+            {"source": "adios", "target": "bye", "source_lang": "es", "target_lang": "en"}]
+    train = load(MT, tmp_path, train_file=[str(write_table(tmp_path / "t.tsv", rows, "\t"))])["train"]
+    assert train["source_text"] == ['"Hola," dijo.', "adios"]
+    assert train["target_text"] == ['"Hello," he said.', "bye"]
+
+
+def test_generated_ids_are_unique_past_one_map_batch(tmp_path):
+    # rows without an id get `{file stem}:{row}`, counted over the whole file (`datasets` maps batches of 1000 rows)
+    rows = [{key: value for key, value in row.items() if key != "id"} for row in text_rows(1003, seed=0)]
+    ids = load(MT, tmp_path, train_file=[str(write_jsonl(tmp_path / "t.jsonl", rows))])["train"]["id"]
+    assert ids[998:] == ["t:998", "t:999", "t:1000", "t:1001", "t:1002"] and len(set(ids)) == 1003
+
+
+def test_an_upper_case_extension_is_read_as_its_format(tmp_path):
+    path = write_jsonl(tmp_path / "TRAIN.JSONL", text_rows(3, seed=0))
+    assert len(load(MT, tmp_path, train_file=[str(path)])["train"]) == 3
+
+
 def test_dict_columns_and_constant_languages(tmp_path):
     path = write_jsonl(tmp_path / "wmt.jsonl", [{"translation": {"de": "hallo welt", "en": "hello world"}}])
     train = load(MT, tmp_path, train_file=[str(path)], source_column="translation.de",
@@ -78,6 +101,52 @@ def test_a_dotted_audio_column_reads_its_key(tmp_path):
     assert read_audio(train[0]["audio"]).duration == pytest.approx(0.1)
     with pytest.raises(AudioError, match="no audio"):
         read_audio(train[1]["audio"])
+
+
+def test_relative_audio_paths_are_made_absolute_but_urls_are_left_alone(tmp_path):
+    rows = [{"audio": "https://example.org/a.wav", "text": "hola", "source_lang": "es"},
+            {"audio": "audio/b.wav", "text": "gato", "source_lang": "es"}]
+    train = load(ASR, tmp_path, train_file=[str(write_jsonl(tmp_path / "train.jsonl", rows))])["train"]
+    assert train["audio"] == ["https://example.org/a.wav", str(tmp_path.resolve() / "audio/b.wav")]
+
+
+def test_relative_audio_paths_start_in_the_audio_root(tmp_path):
+    # --audio_root: the audio lies apart from the data files
+    (tmp_path / "clips").mkdir()
+    write_tone(tmp_path / "clips" / "a.wav", [1, 2])
+    path = write_jsonl(tmp_path / "meta" / "train.jsonl", [{"audio": "a.wav", "text": "hola", "source_lang": "es"}])
+    row = load(ASR, tmp_path, train_file=[str(path)], audio_root=str(tmp_path / "clips"))["train"][0]
+    assert row["audio"] == str(tmp_path / "clips" / "a.wav")
+    assert read_audio(row["audio"]).duration == pytest.approx(0.24)
+
+
+def test_relative_audio_paths_of_a_dataset_folder_start_in_that_folder(tmp_path):
+    folder = tmp_path / "corpus"
+    (folder / "audio").mkdir(parents=True)
+    write_tone(folder / "audio" / "a.wav", [1, 2])
+    write_jsonl(folder / "train.jsonl", [{"audio": "audio/a.wav", "text": "hola", "source_lang": "es"}])
+    row = load(ASR, tmp_path, dataset_name=str(folder))["train"][0]
+    assert row["audio"] == str(folder / "audio" / "a.wav")
+    assert read_audio(row["audio"]).duration == pytest.approx(0.24)
+
+
+def test_a_parquet_files_audio_column_is_read_undecoded(tmp_path, monkeypatch):
+    # a `datasets.Audio` column, as `Dataset.to_parquet` stores most audio datasets: each cell reaches the rows as a
+    # path (made absolute from the file's folder) or its embedded bytes, and is read with soundfile later
+    write_tone(tmp_path / "a.wav", [1, 2])
+    wav_bytes = io.BytesIO()
+    soundfile.write(wav_bytes, np.sin(np.arange(4000) * 0.3).astype(np.float32), 16000, format="WAV")
+    data = Dataset.from_dict({
+        "audio": [{"path": "a.wav", "bytes": None}, {"path": "b.wav", "bytes": wav_bytes.getvalue()}],
+        "text": ["hola gato", "sol"], "source_lang": ["es", "es"],
+    }).cast_column("audio", Audio())
+    monkeypatch.chdir(tmp_path)  # `to_parquet` sizes the files its relative paths name
+    data.to_parquet(str(tmp_path / "train.parquet"))
+    monkeypatch.chdir(tmp_path.parent)  # not where "a.wav" is
+    first, second = load(ASR, tmp_path, train_file=[str(tmp_path / "train.parquet")])["train"]["audio"]
+    assert first == {"path": str(tmp_path.resolve() / "a.wav"), "bytes": None}
+    assert second["bytes"] == wav_bytes.getvalue()
+    assert read_audio(first).duration == pytest.approx(0.24) and read_audio(second).duration == pytest.approx(0.25)
 
 
 @pytest.mark.parametrize("name, expected", [
@@ -114,6 +183,30 @@ def test_fairseq_manifests(speech_corpus, tmp_path):
     assert asr[0]["target_lang"] == "fr"  # ASR: the transcript is in the source language
 
 
+def test_column_flags_name_the_columns_of_a_fairseq_manifest(tmp_path):
+    # fairseq's columns are the defaults of a manifest; a --*_column flag given still names the column read
+    row = {"id": "u1", "audio": "a.wav", "n_frames": "0", "tgt_text": "Hola, gato.", "speaker": "s", "src_lang": "es",
+           "tgt_lang": "es", "tgt_text_norm": "hola gato"}
+    path = write_table(tmp_path / "train_es_es_tedx.tsv", [row], "\t", MANIFEST + ["tgt_text_norm"])
+    assert load(ASR, tmp_path, train_file=[str(path)], text_column="tgt_text_norm")["train"][0]["target_text"] == (
+        "hola gato")
+    assert load(ASR, tmp_path, train_file=[str(path)])["train"][0]["target_text"] == "Hola, gato."
+
+
+def test_a_manifest_of_fairseqs_required_columns_only(tmp_path):
+    # fairseq needs only id, audio, n_frames and tgt_text: such a TSV is a manifest, its split name supplies both
+    # languages and the domain, and they win over the --source_lang / --target_lang / --domain flags (which fill in
+    # sources that name none)
+    path = write_table(tmp_path / "train_es_en_tedx.tsv",
+                       [{"id": "u1", "audio": "a.wav", "n_frames": "3840", "tgt_text": "hello cat"}], "\t",
+                       MANIFEST[:4])
+    row = load(ST, tmp_path, train_file=[str(path)])["train"][0]
+    assert (row["source_lang"], row["target_lang"], row["domain"], row["target_text"]) == (
+        "es", "en", "tedx", "hello cat")
+    row = load(ST, tmp_path, train_file=[str(path)], source_lang="fr", target_lang="de", domain="news")["train"][0]
+    assert (row["source_lang"], row["target_lang"], row["domain"]) == ("es", "en", "tedx")
+
+
 def test_dataset_name_folder(tmp_path):
     folder = tmp_path / "corpus"
     write_jsonl(folder / "train.jsonl", text_rows(4, seed=0))
@@ -140,13 +233,15 @@ def test_missing_files_and_columns_are_clear_errors(tmp_path):
 
 
 HEADER = "source,target,source_lang,target_lang\n"
+OPEN_QUOTE = HEADER + 'a b,c d,en,de\n"the cat,x y,en,de\ne f,g h,en,fr\ni j,k "l",en,de\n'  # row 2 opens a quote
 
 
 @pytest.mark.parametrize(
     "name, content, message",
     [
-        ("train.csv", HEADER + 'a b,c d,en,de\n"the cat,x y,en,de\ne f,g h,en,fr\ni j,k "l",en,de\n',
-         "the 'source' cell of data row 2 holds a line break"),  # the quote swallowed two rows, uncounted
+        # the quote swallows two rows, uncounted; as well where lines end with a bare CR ("CSV (Macintosh)")
+        ("train.csv", OPEN_QUOTE, "the 'source' cell of data row 2 holds a line break"),
+        ("train.csv", OPEN_QUOTE.replace("\n", "\r"), "the 'source' cell of data row 2 holds a line break"),
         ("train.jsonl", '{"source": "a", "target": "b", "source_lang": "en", "target_lang": "de"}\n{"source": \n',
          "cannot be read as json: line 2 is not a JSON object"),  # pyarrow says "row 1"
         ("train.json", '[\n{"source": "a", "target": "b", "source_lang": "en", "target_lang": "de"},\n{"source": "c"\n]\n',
@@ -157,7 +252,8 @@ HEADER = "source,target,source_lang,target_lang\n"
         # the TSV's header is read first (a fairseq manifest?), and the decoder reads ahead into the rows
         ("train.tsv", HEADER.replace(",", "\t") + "caf\xe9\tx\ten\tde\n", "cannot be read as tsv: UnicodeDecodeError"),
     ],
-    ids=["csv-open-quote", "json-line", "json-document", "tsv-extra-field", "not-utf8", "tsv-not-utf8"],
+    ids=["csv-open-quote", "csv-open-quote-cr", "json-line", "json-document", "tsv-extra-field", "not-utf8",
+         "tsv-not-utf8"],
 )
 def test_a_file_that_cannot_be_read_as_its_format_is_a_clear_error(tmp_path, name, content, message):
     path = tmp_path / name
@@ -274,6 +370,57 @@ def test_duration_limits_skip_training_audio_only_and_the_frame_limit_is_inclusi
         "audio_too_long": longest}
 
 
+def speech_skip_reason(audio: str, **limits) -> str:
+    """The skip reason of a Spanish ASR training row of `audio` under `limits` (`min_duration`, ...)."""
+    row = {"id": "u", "audio": audio, "target_text": "hola gato", "source_lang": "es", "target_lang": "es",
+           "domain": ""}
+    ctx = PrepareContext(ASR, "lang", ["es"], ["es"], two_vocabulary_tokenizer,
+                         feature_extractor=Speech2TextFeatureExtractor(), **limits)
+    return prepare_example(row, ctx)["skip_reason"]
+
+
+def test_audio_of_exactly_the_duration_limits_is_kept(tmp_path):
+    # --min/max_duration_in_seconds are the shortest and the longest training audio kept
+    write_tone(tmp_path / "a.wav", [1, 2])  # 0.24 s
+    audio = str(tmp_path / "a.wav")
+    assert speech_skip_reason(audio, min_duration=0.24, max_duration=0.24) == ""
+    assert speech_skip_reason(audio, max_duration=0.23) == "audio_too_long"
+    assert speech_skip_reason(audio, min_duration=0.25) == "audio_too_short"
+
+
+def test_empty_audio_is_counted_as_empty_under_a_minimum_duration(tmp_path):
+    # a file without samples is `empty_audio` (a broken file), not `audio_too_short` (a filter's choice)
+    soundfile.write(tmp_path / "empty.wav", np.zeros(0, np.float32), 16000)
+    np.save(tmp_path / "empty.npy", np.zeros((0, 80), np.float32))
+    for name in ("empty.wav", "empty.npy"):
+        assert speech_skip_reason(str(tmp_path / name), min_duration=0.1) == "empty_audio"
+
+
+def test_precomputed_features_are_100_frames_a_second_and_of_the_extractors_size(tmp_path):
+    # a .npy of 300 fbank frames is 3 s of speech for the duration limits; features of another size than the
+    # extractor's would break the batches later: the row is unreadable
+    rng = np.random.default_rng(0)
+    np.save(tmp_path / "f.npy", rng.standard_normal((300, 80)).astype(np.float32))
+    np.save(tmp_path / "f40.npy", rng.standard_normal((50, 40)).astype(np.float32))
+    audio = str(tmp_path / "f.npy")
+    assert speech_skip_reason(audio, min_duration=3.0, max_duration=3.0) == ""
+    assert speech_skip_reason(audio, max_duration=2.9) == "audio_too_long"
+    assert speech_skip_reason(audio, min_duration=3.1) == "audio_too_short"
+    assert speech_skip_reason(str(tmp_path / "f40.npy")) == "unreadable_audio"
+
+
+def test_overwrite_cache_prepares_the_split_again(tmp_path):
+    # --overwrite_cache reads the audio again: the cached preparation would keep the old skip decisions
+    write_tone(tmp_path / "a.wav", [1, 2])
+    path = write_jsonl(tmp_path / "train.jsonl", [{"audio": "a.wav", "text": "hola gato", "source_lang": "es"}])
+    data = load(ASR, tmp_path, train_file=[str(path)])["train"]
+    ctx = PrepareContext(ASR, "lang", ["es"], ["es"], two_vocabulary_tokenizer,
+                         feature_extractor=Speech2TextFeatureExtractor())
+    assert prepare_split(data, "train", ctx)[1].skipped == {}
+    (tmp_path / "a.wav").write_bytes(b"not audio any more")
+    assert prepare_split(data, "train", ctx, overwrite_cache=True)[1].skipped == {"unreadable_audio": 1}
+
+
 def test_a_rows_own_languages_win_over_the_language_flags(tmp_path):
     # --source_lang / --target_lang fill in rows that name no language; they do not relabel rows that name one
     rows = text_rows(3, seed=0)  # en-de, en-fr, de-en
@@ -283,15 +430,22 @@ def test_a_rows_own_languages_win_over_the_language_flags(tmp_path):
     assert list(zip(train["source_lang"], train["target_lang"])) == [("it", "es"), ("en", "fr"), ("de", "en")]
 
 
-def test_max_train_samples_keeps_the_first_rows(tmp_path):
-    rows = text_rows(5, seed=0)
-    train = load(MT, tmp_path, train_file=[str(write_jsonl(tmp_path / "t.jsonl", rows))], max_train_samples=3)["train"]
-    assert train["id"] == [row["id"] for row in rows[:3]]
+def test_sample_limits_keep_the_first_rows_of_their_own_split(tmp_path):
+    # --max_train_samples, --max_eval_samples (validation) and --max_predict_samples (test)
+    rows = text_rows(6, seed=0)
+    path = str(write_jsonl(tmp_path / "t.jsonl", rows))
+    splits = load(MT, tmp_path, splits=("train", "validation", "test"), train_file=[path], validation_file=[path],
+                  test_file=[path], max_train_samples=3, max_eval_samples=2, max_predict_samples=4)
+    assert splits["train"]["id"] == [row["id"] for row in rows[:3]]
+    assert (len(splits["validation"]), len(splits["test"])) == (2, 4)
 
 
 def test_rows_without_a_language_add_no_task():
     data = Dataset.from_dict({"source_lang": ["en", ""], "target_lang": ["de", "de"], "domain": ["", ""]})
     assert collect_tasks(data, MT, "lang") == (["en"], ["de"])
+    # no row names its source language: an error, not a model without encoder tasks
+    with pytest.raises(DataError, match="names no task"):
+        collect_tasks(data.select([1]), MT, "lang")
 
 
 def test_a_task_named_pooled_is_refused():
