@@ -39,6 +39,9 @@ from headsel_recipes.experiment.spec import load_experiment, parse_experiment
         ({"systems": [{"name": "A", "flags": ["use_cpu"]}]}, r"`systems\[A\].flags` must be a mapping"),
         ({"systems": [{"name": "A", "parts": ["tedx", "covost"]}]}, r"`systems\[A\].parts` must be a mapping"),
         ({"systems": [{"name": "A", "parts": {"p": {"seed": 7}}}]}, r"system 'A', part 'p', sets \['seed'\]"),
+        # parts named alike as folders: the second's runs were skipped as finished, reporting the first's scores
+        ({"systems": [{"name": "A", "parts": {"en-de": {}, "en_de": {}}}]},
+         r"system 'A': parts 'en-de' and 'en_de' would share the folder"),
         ({"systems": [{"name": "A", "sweep": {"label": "s", "values": [7, 8], "flags": ["seed"]}}]},
          r"system 'A''s sweep sets \['seed'\]"),
         ({"systems": [{"name": "A", "sweep": {"label": "H'", "values": [8], "flags": "total_heads"}}]},

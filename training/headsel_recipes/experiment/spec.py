@@ -342,8 +342,13 @@ def parse_systems(item: dict) -> list[System]:
     parts = {str(part): as_mapping(part_flags, f"systems[{name}].parts.{part}")
              for part, part_flags in as_mapping(item.get("parts"), f"systems[{name}].parts").items()}
     check_run_keys(flags, f"system {name!r}")
+    folders: dict[str, str] = {}
     for part, part_flags in parts.items():
         check_run_keys(part_flags, f"system {name!r}, part {part!r},")
+        if slugify(part) in folders:  # the second part's runs would be skipped as finished, with the first's scores
+            raise ValueError(f"system {name!r}: parts {folders[slugify(part)]!r} and {part!r} would share the folder "
+                             f"{slugify(part)!r}: give them distinct names")
+        folders[slugify(part)] = part
     if not isinstance(item.get("init_from"), (str, type(None))):
         raise ValueError(f"system {name!r}: `init_from` names a system, got {item['init_from']!r}")
     if not isinstance(item.get("zero_shot"), (bool, type(None))):
