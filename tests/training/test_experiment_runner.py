@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -113,8 +114,9 @@ def test_tiny_experiment_end_to_end_and_resume(zero_shot_corpus, tmp_path):
     assert again["tables"] == results["tables"]
 
 
-def fake_recipe(scores_by_system: dict[str, dict[str, float]], calls: list, unusable: dict[str, float] | None = None):
-    """A recipe stand-in: writes `predict_results.json` (the system's scores + seed, and its share of unusable
+def fake_recipe(scores_by_system: dict[str, dict[str, float]], calls: list, unusable: dict[str, float] | None = None,
+                split: str = "predict"):
+    """A recipe stand-in: writes `{split}_results.json` (the system's scores + seed, and its share of unusable
     hypotheses where `unusable` gives one) and a `config.json`."""
 
     def run(task, args):
@@ -123,10 +125,10 @@ def fake_recipe(scores_by_system: dict[str, dict[str, float]], calls: list, unus
         calls.append(out)
         system = out.parts[out.parts.index("runs") + 1]
         part_scores = scores_by_system[system if out.name.startswith("seed") else f"{system}/{out.name}"]
-        results = {score_key("bleu", g, split="predict"): v + flags["seed"] for g, v in part_scores.items()}
+        results = {score_key("bleu", g, split=split): v + flags["seed"] for g, v in part_scores.items()}
         if unusable and system in unusable:
-            results[unusable_key("predict")] = unusable[system]
-        (out / "predict_results.json").write_text(json.dumps(results))
+            results[unusable_key(split)] = unusable[system]
+        (out / f"{split}_results.json").write_text(json.dumps(results))
         config = {"task_type": "lang", "task_adapter_dim": flags.get("task_adapter_dim", 0),
                   "task_adapter_key": flags.get("task_adapter_key", "direction")}
         (out / "config.json").write_text(json.dumps(config))
@@ -170,6 +172,38 @@ def test_parts_init_from_order_and_resume(tmp_path):
     calls.clear()
     run_experiment(experiment, TASKS, fake_recipe(scores, calls))
     assert calls == [tmp_path / "exp/runs/separate/seed10/tedx"]
+
+
+def test_run_flags_layer_shared_budget_system_part_and_start_from_the_same_seed_and_part(tmp_path):
+    """A system's flags override the shared flags and budget (e.g. fewer steps for adapters on a trained model), a
+    part's the system's; an `init_from` run starts from its source's run of the same seed and part."""
+    experiment = parse_experiment({
+        "recipe": "st", "output_dir": str(tmp_path / "exp"), "seeds": [1, 2],
+        "flags": {"train_file": ["all.jsonl"]}, "budget": {"max_steps": 5, "learning_rate": 0.01},
+        "systems": [{"name": "Separate", "parts": {"tedx": {}, "covost": {}}},
+                    {"name": "Adapted", "init_from": "Separate", "flags": {"max_steps": 2, "task_adapter_dim": 4},
+                     "parts": {"tedx": {"train_file": ["tedx.jsonl"], "max_steps": 3}, "covost": {}}}]})
+    flags = {(run.system.name, run.seed, run.part): run_flags(experiment, run) for run in plan_runs(experiment)}
+    assert flags["Separate", 2, "covost"]["max_steps"] == 5
+    assert flags["Adapted", 2, "covost"]["max_steps"] == 2  # the system's budget over the shared one
+    assert flags["Adapted", 2, "covost"]["learning_rate"] == 0.01  # the rest of the shared budget kept
+    assert (flags["Adapted", 2, "tedx"]["max_steps"], flags["Adapted", 2, "tedx"]["train_file"]) == (3, ["tedx.jsonl"])
+    for seed in (1, 2):
+        for part in ("tedx", "covost"):
+            run = flags["Adapted", seed, part]
+            assert run["model_name_or_path"] == str(tmp_path / f"exp/runs/separate/seed{seed}/{part}")
+            assert (run["seed"], run["data_seed"]) == (seed, seed)
+
+
+def test_a_dry_run_lists_only_the_runs_left_to_train(tmp_path, capsys):
+    experiment = lanes_experiment(tmp_path)
+    run_experiment(experiment, TASKS, fake_recipe(LANES_SCORES, []))
+    (tmp_path / "exp/runs/group/seed2/predict_results.json").unlink()  # lost: the one run to train again
+    capsys.readouterr()
+    assert run_experiment(experiment, TASKS, fake_recipe(LANES_SCORES, calls := []), dry_run=True) is None
+    assert calls == []
+    assert capsys.readouterr().out.splitlines() == [
+        f"headsel-train st {tmp_path / 'exp/runs/group/seed2/run_config.json'}  # Group, seed 2"]
 
 
 def test_systems_option_trains_only_those_and_their_sources(tmp_path):
@@ -237,6 +271,28 @@ def test_runs_trained_with_other_flags_stop_the_experiment_before_any_run_trains
     run_experiment(lanes_experiment(tmp_path, tmp_path / "planned", budget={"max_steps": 500}), TASKS,
                    fake_recipe(LANES_SCORES, calls))
     assert len(calls) == 6
+
+
+# A flag the file no longer sets falls back to the recipe's default: the runs trained with it are changed too.
+def test_a_flag_removed_from_the_file_after_runs_trained_is_a_change(tmp_path):
+    run_experiment(lanes_experiment(tmp_path, flags={"label_smoothing_factor": 0.1}), TASKS,
+                   fake_recipe(LANES_SCORES, []))
+    with pytest.raises(ValueError, match=r"label_smoothing_factor 0\.1 -> unset"):
+        run_experiment(lanes_experiment(tmp_path), TASKS, fake_recipe(LANES_SCORES, calls := []))
+    assert calls == []
+
+
+def test_systems_option_still_checks_every_run_the_tables_read(tmp_path):
+    """`--systems Adapter` trains Joint and Adapter, but the tables also read Group's runs: trained with other flags
+    than the file now gives them, they are an error too."""
+    run_experiment(lanes_experiment(tmp_path), TASKS, fake_recipe(LANES_SCORES, []))
+    edited = lanes_experiment(tmp_path, systems=[
+        {"name": "Joint", "flags": {"shared_baseline": True}},
+        {"name": "Adapter", "init_from": "Joint", "flags": {"task_adapter_dim": 4}},
+        {"name": "Group", "flags": {"head_selection_strategy": "subset"}}])
+    with pytest.raises(ValueError, match=r"runs/group/seed1: head_selection_strategy 'group' -> 'subset'"):
+        run_experiment(edited, TASKS, fake_recipe(LANES_SCORES, calls := []), systems=["Adapter"])
+    assert calls == []
 
 
 def test_runs_whose_source_never_finished_are_named(tmp_path, caplog):
@@ -363,14 +419,35 @@ def test_lanes_option_trains_in_several_processes(zero_shot_corpus, tmp_path, mo
             run_experiment_command([str(path), *bad])
 
 
-def test_a_failed_lane_is_an_error_naming_its_log(tmp_path, monkeypatch):
+def test_other_lanes_get_the_same_folder_and_systems(tmp_path, monkeypatch):
+    """`--lanes 3 --output_dir X --systems Group`: the two other lanes run this command on the same experiment folder
+    and systems (without `--lanes`), and this lane trains only Group, into X."""
+    path = tmp_path / "exp.yaml"
+    path.write_text(yaml.safe_dump({"recipe": "st", "output_dir": str(tmp_path / "exp"), "seeds": [1],
+                                    "budget": {"max_steps": 5}, "tables": ["per_domain"],
+                                    "systems": [{"name": "Joint"}, {"name": "Group"}]}))
+    started = []
+    monkeypatch.setattr(experiment_cli, "start_lanes",
+                        lambda count, args, output_dir: started.append((count, args, output_dir)) or [])
+    monkeypatch.setattr(experiment_cli, "run", fake_recipe(LANES_SCORES, calls := []))
+    moved = tmp_path / "moved"
+    run_experiment_command([str(path), "--lanes", "3", "--output_dir", str(moved), "--systems", "Group"])
+    assert started == [(2, [str(path), "--output_dir", str(moved), "--systems", "Group"], moved)]
+    assert calls == [moved / "runs/group/seed1"]
+
+
+@pytest.mark.parametrize("code, status", [
+    ("raise SystemExit(3)", 3),
+    ("import os, signal; os.kill(os.getpid(), signal.SIGKILL)", -signal.SIGKILL),  # killed (e.g. out of memory)
+])
+def test_a_failed_lane_is_an_error_naming_its_log(code, status, tmp_path, monkeypatch):
     experiment = lanes_experiment(tmp_path)
     log = tmp_path / "exp/lane2.log"
-    failing = [(subprocess.Popen([sys.executable, "-c", "raise SystemExit(3)"]), log)]
+    failing = [(subprocess.Popen([sys.executable, "-c", code]), log)]
     monkeypatch.setattr(experiment_cli, "start_lanes", lambda count, args, output_dir: failing)
     scores = {"joint": {"tedx": 10.0}, "adapter": {"tedx": 12.0}, "group": {"tedx": 11.0}}
     monkeypatch.setattr(experiment_cli, "run", fake_recipe(scores, calls := []))
-    with pytest.raises(RuntimeError, match=rf"1 of 2 lanes failed; their logs: {log} \(exit status 3\)"):
+    with pytest.raises(RuntimeError, match=rf"1 of 2 lanes failed; their logs: {log} \(exit status {status}\)"):
         experiment_cli.train_in_lanes(experiment, experiment_cli.parse_args(["exp.yaml", "--lanes", "2"]))
     assert len(calls) == 6  # this lane still trained every run
 
@@ -504,6 +581,18 @@ def test_a_run_whose_flags_break_a_rule_stops_the_experiment_before_any_run_trai
     calls = []
     with pytest.raises(ValueError, match="--temperature_schedule needs --final_temperature"):
         train_all(experiment, TASKS["mt"], lambda task, args: calls.append(args))
+    assert calls == []
+
+
+# `split: eval`: the runs score the validation set, not the test set, and a run with its eval_results.json is finished.
+def test_a_validation_split_experiment_scores_the_validation_set_and_resumes(tmp_path):
+    experiment = lanes_experiment(tmp_path, split="eval")
+    results = run_experiment(experiment, TASKS, fake_recipe(LANES_SCORES, calls := [], split="eval"))
+    config = json.loads((tmp_path / "exp/runs/group/seed1/run_config.json").read_text())
+    assert (config["do_eval"], config["do_predict"]) == (True, False)
+    assert len(calls) == 6 and results["systems"]["Group"]["seeds"]["1"]["scores"] == {"tedx": 12.0}
+    calls.clear()
+    run_experiment(experiment, TASKS, fake_recipe(LANES_SCORES, calls, split="eval"))
     assert calls == []
 
 

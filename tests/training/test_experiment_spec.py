@@ -11,7 +11,7 @@ import transformers.training_args
 import yaml
 
 from headsel_recipes.cli.experiment import main as run_experiment_command
-from headsel_recipes.experiment.runner import plan_runs
+from headsel_recipes.experiment.runner import plan_runs, run_flags
 from headsel_recipes.experiment.spec import load_experiment, parse_experiment
 
 
@@ -25,7 +25,15 @@ from headsel_recipes.experiment.spec import load_experiment, parse_experiment
         ({"tables": ["avg_high_low"]}, "groups.high"),
         ({"tables": ["components"]}, "no system has"),
         ({"seeds": []}, "seeds"),
+        ({"seeds": [1, 2, 1]}, "`seeds` must be a non-empty list of distinct integers"),  # a seed trained twice
         ({"budget": {"seed": 3}}, "sets output_dir, seed and data_seed"),
+        ({"flags": {"data_seed": 3}}, r"`flags` sets \['data_seed'\]"),  # the runner sets it per run, over this
+        # a typo in `split` would read no results file: every run retrained, no scores
+        ({"split": "test"}, "`split` must be 'predict' .* or 'eval'"),
+        # one cell shows one system: the other's scores would be left out of the table
+        ({"systems": [{"name": "A", "labels": {"strategy": "group", "components": "encoder"}},
+                      {"name": "B", "labels": {"strategy": "group", "components": "encoder"}}],
+          "tables": ["components"]}, r"systems 'A' and 'B' both label the components table's cell"),
         ({"systems": [{"name": "A", "flags": {"model_name_or_path": "x"}}]}, "init_from"),
         # a typo, or a value of the wrong shape, is an error naming the rule, not a default or a traceback
         ({"tables": [{"layout": "per_task", "vaule": "low"}]}, r"the per_task table: unknown keys \['vaule'\]"),
@@ -70,6 +78,29 @@ def test_sweep_expands_into_labelled_systems(tmp_path):
     assert experiment.systems[1].flags == {"head_selection_strategy": "group", "total_encoder_attention_heads": 8,
                                            "total_decoder_attention_heads": 8}
     assert experiment.systems[1].labels == {"strategy": "group", "H'": 8}
+
+
+def test_a_swept_system_keeps_its_parts_and_source_and_the_swept_value_wins(tmp_path):
+    """Each system of a sweep trains the sweep's parts from its `init_from` source's run of the same seed and part, and
+    the swept flags take the sweep's value, also over a value the system's own flags give."""
+    experiment = parse_experiment({
+        "recipe": "st", "output_dir": str(tmp_path), "seeds": [1],
+        "systems": [{"name": "Joint", "parts": {"tedx": {}, "covost": {}}},
+                    {"name": "Group", "init_from": "Joint", "parts": {"tedx": {}, "covost": {}},
+                     "flags": {"head_selection_strategy": "group", "total_encoder_attention_heads": 2},
+                     "sweep": {"label": "H'", "values": [4, 8], "flags": ["total_encoder_attention_heads"]}}]})
+    flags = {(run.system.name, run.part): run_flags(experiment, run) for run in plan_runs(experiment)
+             if run.system.name != "Joint"}
+    assert list(flags) == [("Group (H'=4)", "tedx"), ("Group (H'=4)", "covost"),
+                           ("Group (H'=8)", "tedx"), ("Group (H'=8)", "covost")]
+    assert [run["total_encoder_attention_heads"] for run in flags.values()] == [4, 4, 8, 8]
+    assert flags["Group (H'=8)", "covost"]["model_name_or_path"] == str(tmp_path / "runs/joint/seed1/covost")
+
+
+# training/README.md: `seeds` defaults to `[42]`.
+def test_seeds_default_to_42(tmp_path):
+    experiment = parse_experiment({"recipe": "mt", "output_dir": str(tmp_path), "systems": [{"name": "A"}]})
+    assert [run.output_dir for run in plan_runs(experiment)] == [tmp_path / "runs/a/seed42"]
 
 
 EXPERIMENTS_DIR = Path(__file__).resolve().parents[2] / "training" / "experiments"
@@ -137,6 +168,19 @@ def test_extends_merges_the_settings_and_picks_the_systems(tmp_path):
                                                                                                       ["Shared"])
 
 
+def test_extends_removes_a_key_only_for_null_and_merges_the_groups(tmp_path):
+    """`false` and `0` are values, not removals (e.g. `use_cpu: false` in a GPU file); `groups` is merged key by key
+    like `flags` and `budget`."""
+    write_yaml(tmp_path / "base.yaml", BASE)
+    path = write_yaml(tmp_path / "child.yaml", {
+        "extends": "base.yaml", "output_dir": "out/child", "flags": {"use_cpu": False, "vocab_size": 0},
+        "budget": {"learning_rate": None}, "groups": {"zero_shot": ["de-fr"]}})
+    experiment = load_experiment(path)
+    assert experiment.flags == {"vocab_size": 0, "use_cpu": False, "config_overrides": "d_model=64"}
+    assert experiment.budget == {"max_steps": 1000}
+    assert experiment.groups == {"high": ["en-de"], "low": ["en-ar"], "zero_shot": ["de-fr"]}
+
+
 @pytest.mark.parametrize(
     "changes, rule",
     [
@@ -187,6 +231,9 @@ def test_the_command_prints_a_file_resolved(tmp_path, capsys):
                         "systems": BASE["systems"][:1]}
     assert load_experiment(write_yaml(tmp_path / "copy.yaml", resolved)) == load_experiment(path)  # the same
     assert not (tmp_path / "out").exists()  # nothing trained or written
+    # --output_dir is what the runs would use: the resolved file says so
+    assert run_experiment_command([str(path), "--resolved", "--output_dir", str(tmp_path / "moved")]) is None
+    assert yaml.safe_load(capsys.readouterr().out)["output_dir"] == str(tmp_path / "moved")
 
 
 def test_extends_needs_the_file_it_is_read_from(tmp_path):
