@@ -218,6 +218,10 @@ def test_extends_may_keep_the_output_dir_when_the_runs_are_the_same(tmp_path):
         "systems": ["Shared", {"name": "Adapters", "init_from": "Shared", "flags": {"task_adapter_dim": 32},
                                "labels": {"strategy": "adapters"}}]})
     assert load_experiment(path).output_dir == Path("out/base")
+    # an empty mapping where the base sets nothing is no change either (it asked for an output_dir of its own)
+    write_yaml(tmp_path / "bare.yaml", {key: value for key, value in BASE.items() if key != "budget"})
+    path = write_yaml(tmp_path / "child.yaml", {"extends": "bare.yaml", "budget": {}, "groups": {}})
+    assert load_experiment(path).output_dir == Path("out/base")
 
 
 def test_the_command_prints_a_file_resolved(tmp_path, capsys):

@@ -94,7 +94,7 @@ SYSTEM_KEYS = {"name", "flags", "labels", "init_from", "parts", "zero_shot", "sw
 # The keys a file that `extends` another merges key by key into the base's instead of replacing them.
 MERGED_KEYS = ("flags", "budget", "groups")
 # The keys (besides the systems) that decide what a run folder holds: a file that changes one needs its own output_dir.
-RUN_SETTINGS = (("recipe", None), ("split", "predict"), ("flags", None), ("budget", None))
+RUN_SETTINGS = (("recipe", None), ("split", "predict"), ("flags", {}), ("budget", {}))
 
 
 @dataclass
@@ -220,7 +220,8 @@ def changed_settings(base: dict, values: dict) -> list[str]:
     """What a file that extends `base` changes of the runs they share: the recipe, split, flags or budget, and the
     systems it redefines (other flags, `init_from` or `parts` in a folder of the base's), e.g. `["budget", "systems
     ['Group']"]`."""
-    changed = [key for key, default in RUN_SETTINGS if values.get(key, default) != base.get(key, default)]
+    # a key left out, `null` and its empty value are alike (`flags: {}` changes nothing)
+    changed = [key for key, default in RUN_SETTINGS if (values.get(key) or default) != (base.get(key) or default)]
     before, after = system_runs(base), system_runs(values)
     redefined = [after[slug][0] for slug in after if slug in before and after[slug][1:] != before[slug][1:]]
     return changed + ([f"systems {redefined}"] if redefined else [])
