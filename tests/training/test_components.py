@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import io
 import math
+import re
 import zipfile
 from collections import Counter
+from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
@@ -186,11 +188,16 @@ def test_spec_augment_time_masks_reach_every_valid_frame_and_their_full_width():
     assert set(zero.sum(dim=1).tolist()) == {0, 1, 2, 3}
 
 
-def test_spec_augment_defaults_are_the_flags_defaults():
-    # `SpecAugment()` in Python is the policy a recipe run gets by default (LD: 2 x 27 channels, 2 x 100 frames)
+def test_spec_augment_defaults_are_the_documented_policy():
+    # training/README.md's flag row (fairseq's LD policy: 2 x 27 channels, 2 x 100 frames) is what `SpecAugment()`
+    # in Python and a recipe run's default flags give
+    readme = (Path(__file__).parents[2] / "training" / "README.md").read_text(encoding="utf-8")
+    documented = {name: float(value) for name, value in re.findall(r"`--(\w+_mask_\w+) ([\d.]+)`", readme)}
+    assert set(documented) == {"freq_mask_num", "freq_mask_width", "time_mask_num", "time_mask_width",
+                               "time_mask_ratio"}
     flags = DataArguments()
-    assert SpecAugment() == SpecAugment(flags.freq_mask_num, flags.freq_mask_width, flags.time_mask_num,
-                                        flags.time_mask_width, flags.time_mask_ratio)
+    for policy in (SpecAugment(), flags):
+        assert {name: getattr(policy, name) for name in documented} == documented
 
 
 def test_collators_pad_and_augment_only_training_batches():

@@ -19,6 +19,8 @@ from pathlib import Path
 from hf_headsel.configuration_head_selection import head_selection_keywords
 from transformers import HfArgumentParser, Seq2SeqTrainingArguments
 
+from .audio import SpecAugment
+
 
 @dataclass(frozen=True)
 class RecipeTask:
@@ -203,12 +205,18 @@ class DataArguments:
                           "as is; 0.0: tasks uniform)."},
     )
     spec_augment: bool = field(default=True, metadata={"help": "SpecAugment the training features (speech)."})
-    freq_mask_num: int = field(default=2, metadata={"help": "SpecAugment: frequency masks per example."})
-    freq_mask_width: int = field(default=27, metadata={"help": "SpecAugment: maximum width of a frequency mask."})
-    time_mask_num: int = field(default=2, metadata={"help": "SpecAugment: time masks per example."})
-    time_mask_width: int = field(default=100, metadata={"help": "SpecAugment: maximum width of a time mask."})
+    # the defaults are SpecAugment's own policy (LD: 2 x 27 channels, 2 x 100 frames), written once, in audio.py
+    freq_mask_num: int = field(default=SpecAugment.freq_mask_num,
+                               metadata={"help": "SpecAugment: frequency masks per example."})
+    freq_mask_width: int = field(default=SpecAugment.freq_mask_width,
+                                 metadata={"help": "SpecAugment: maximum width of a frequency mask."})
+    time_mask_num: int = field(default=SpecAugment.time_mask_num,
+                               metadata={"help": "SpecAugment: time masks per example."})
+    time_mask_width: int = field(default=SpecAugment.time_mask_width,
+                                 metadata={"help": "SpecAugment: maximum width of a time mask."})
     time_mask_ratio: float = field(
-        default=1.0, metadata={"help": "SpecAugment: a time mask covers at most this fraction of the frames."}
+        default=SpecAugment.time_mask_ratio,
+        metadata={"help": "SpecAugment: a time mask covers at most this fraction of the frames."},
     )
     target_lang_token: bool = field(
         default=False,
