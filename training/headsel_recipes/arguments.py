@@ -205,7 +205,7 @@ class DataArguments:
                           "as is; 0.0: tasks uniform)."},
     )
     spec_augment: bool = field(default=True, metadata={"help": "SpecAugment the training features (speech)."})
-    # the defaults are SpecAugment's own policy (LD: 2 x 27 channels, 2 x 100 frames), written once, in audio.py
+    # the defaults are SpecAugment's own policy (fairseq's LD), written once, in audio.py
     freq_mask_num: int = field(default=SpecAugment.freq_mask_num,
                                metadata={"help": "SpecAugment: frequency masks per example."})
     freq_mask_width: int = field(default=SpecAugment.freq_mask_width,

@@ -294,10 +294,16 @@ def check_columns(
         )
 
 
+def _entry(row_value, key: str | None):
+    """A cell value, or with `key` its entry of a dict cell (`None` where the cell is no dict)."""
+    if key is None:
+        return row_value
+    return row_value.get(key) if isinstance(row_value, dict) else None
+
+
 def _cell(row_value, key: str | None):
     """A cell value as a stripped string (`""` for missing); `key` reads one entry of a dict cell."""
-    if key is not None:
-        row_value = row_value.get(key) if isinstance(row_value, dict) else None
+    row_value = _entry(row_value, key)
     return "" if row_value is None else str(row_value).strip()
 
 
@@ -352,8 +358,7 @@ def standardize(
             out["id"].append((read["id"] and read["id"](batch, i)) or f"{stem}:{index}")
             source = batch[source_name][i]
             if task.speech:  # `media.wav`: key `wav` of a dict cell (missing: unreadable audio, counted)
-                cell = (source.get(source_key) if isinstance(source, dict) else None) if source_key else source
-                out["audio"].append(resolve_audio(cell, info.base_dir))
+                out["audio"].append(resolve_audio(_entry(source, source_key), info.base_dir))
             else:
                 out["source_text"].append(_cell(source, source_key))
             out["target_text"].append(read["target"](batch, i))

@@ -343,13 +343,9 @@ def parse_systems(item: dict) -> list[System]:
     parts = {str(part): as_mapping(part_flags, f"systems[{name}].parts.{part}")
              for part, part_flags in as_mapping(item.get("parts"), f"systems[{name}].parts").items()}
     check_run_keys(flags, f"system {name!r}")
-    folders: dict[str, str] = {}
     for part, part_flags in parts.items():
         check_run_keys(part_flags, f"system {name!r}, part {part!r},")
-        if slugify(part) in folders:  # the second part's runs would be skipped as finished, with the first's scores
-            raise ValueError(f"system {name!r}: parts {folders[slugify(part)]!r} and {part!r} would share the folder "
-                             f"{slugify(part)!r}: give them distinct names")
-        folders[slugify(part)] = part
+    refuse_shared_folders(list(parts), f"system {name!r}: parts")
     if not isinstance(item.get("init_from"), (str, type(None))):
         raise ValueError(f"system {name!r}: `init_from` names a system, got {item['init_from']!r}")
     if not isinstance(item.get("zero_shot"), (bool, type(None))):
@@ -388,14 +384,21 @@ def expand_sweep(base: System, sweep: object) -> list[System]:
     ]
 
 
+def refuse_shared_folders(names: list[str], what: str) -> None:
+    """A `ValueError` where two of `names` (systems, or a system's parts) get one run folder: the second's runs would
+    be skipped as finished, reporting the first's scores."""
+    folders: dict[str, str] = {}
+    for name in names:
+        folder = slugify(name)
+        if folder in folders:
+            raise ValueError(f"{what} {folders[folder]!r} and {name!r} would share the folder {folder!r}: give them "
+                             "distinct names")
+        folders[folder] = name
+
+
 def check_systems(systems: list[System]) -> None:
     """Names unique (also as folders), `init_from` names an earlier-trainable system, no cycles."""
-    slugs: dict[str, str] = {}
-    for system in systems:
-        if system.slug in slugs:
-            raise ValueError(f"systems {slugs[system.slug]!r} and {system.name!r} would share the folder "
-                             f"{system.slug!r}: give them distinct names")
-        slugs[system.slug] = system.name
+    refuse_shared_folders([system.name for system in systems], "systems")
     names = {system.name: system for system in systems}
     for system in systems:
         if system.init_from is None:
