@@ -6,12 +6,14 @@ from __future__ import annotations
 import json
 from collections import Counter
 
+import pytest
+
 from offline_corpus import CleaningRules, CorpusConfig, SplitRules, build_corpus
 from offline_corpus.pairs import Pair
 from offline_corpus.po import CatalogEntry
 from offline_corpus.splits import crossing_sentences
 from offline_corpus.supplement import supplement_entry, supplement_pairs
-from test_offline_corpus import GERMAN_PAIRS, make_wheel, po_text, tiny_sources
+from test_offline_corpus import GERMAN_PAIRS, make_wheel, po_text, tiny_config, tiny_sources
 
 
 def entry(source: str, target: str, domain: str = "web", lang: str = "de") -> CatalogEntry:
@@ -27,6 +29,8 @@ def test_only_one_word_and_placeholder_segments_are_candidates():
         "Page %(name)s saved.", "Seite %(name)s gespeichert.")
     # every other cleaning rule still applies
     assert supplement_entry(entry("Item {0} saved.", "Eintrag {0} gespeichert."), rules) == "markup"
+    # the first rule that skips a candidate names it, even when its target also adds a placeholder
+    assert supplement_entry(entry("Item {0} saved.", "Eintrag {0} %s gespeichert."), rules) == "markup"
     assert supplement_entry(entry("%s: see %s", "%s: siehe http://a.b/%s"), rules) == "url"
     assert supplement_entry(entry("Django", "Django"), rules) == "copy"
     assert supplement_entry(entry("Arabic", "Arabisch", lang="ar"), rules) == "wrong_script"
@@ -46,10 +50,14 @@ def test_a_target_may_drop_a_placeholder_but_not_add_one():
 
 
 def test_supplement_keeps_out_duplicates_and_every_dev_or_test_sentence():
-    train = [Pair("web-de-1", "web", "de", "Save the page", "Seite speichern")]
+    train = [Pair("web-de-1", "web", "de", "Save the page", "Seite speichern"),
+             Pair("web-de-3", "web", "de", "Log in", "Anmelden")]
+    dev = [Pair("web-de-4", "web", "de", "Open this image", "Öffnen")]
     test = [Pair("web-de-2", "web", "de", "Delete this image", "Löschen")]
-    splits = {"train": train, "dev": [], "test": test}
+    splits = {"train": train, "dev": dev, "test": test}
     entries = [entry("Delete", "Löschen"),  # its target is a test target: held out
+               entry("Open", "Öffnen"),  # a dev target: held out too
+               entry("Log-in", "Einloggen"),  # one word, but "log in" once normalised: a main-corpus pair
                entry("Image", "Bild"), entry("image", "Das Bild"),  # the second normalises to the first: duplicate
                entry("Image", "Bild", domain="cms"),  # another domain: its own pair
                entry("Edit", "Bearbeiten"), entry("Edit", "Bearbeiten", lang="ar"),  # wrong script
@@ -59,7 +67,7 @@ def test_supplement_keeps_out_duplicates_and_every_dev_or_test_sentence():
     assert {(p.domain, p.source, p.target) for p in pairs} == {
         ("cms", "Image", "Bild"), ("web", "Edit", "Bearbeiten"), ("web", "Image", "Bild")}
     assert pairs == sorted(pairs, key=lambda pair: (pair.domain, pair.lang, pair.id))
-    assert skipped == Counter(held_out=1, duplicate=1, wrong_script=1)
+    assert skipped == Counter(held_out=2, duplicate=2, wrong_script=1)
     assert crossing_sentences({**splits, "train": train + pairs}) == set()
 
 
@@ -82,6 +90,19 @@ def test_build_writes_the_supplement_on_request_beside_unchanged_splits(tmp_path
         assert (tmp_path / "with/mt" / name).read_bytes() == (tmp_path / "without/mt" / name).read_bytes()
     table = (tmp_path / "with/stats.md").read_text(encoding="utf-8")
     assert "Train-only supplementary pairs" in table and "left out: extra_placeholder 1" in table
+
+
+def test_a_crossing_supplement_stops_the_build(tmp_path, monkeypatch):
+    """The build checks the supplement against dev and test again (a guard: supplement_pairs keeps them apart)."""
+    def crossing(entries, rules, splits, skipped):
+        pair = splits["test"][0]
+        return [Pair(pair.id + "x", pair.domain, pair.lang, pair.source + "!", "Etwas ganz anderes")]
+
+    monkeypatch.setattr("offline_corpus.build.supplement_pairs", crossing)
+    config = tiny_config(tmp_path, supplement=True)
+    with pytest.raises(RuntimeError, match="sentences cross splits"):
+        build_corpus(config)
+    assert not (config.output_dir / "mt").exists()
 
 
 def test_cli_flag_turns_the_supplement_on():

