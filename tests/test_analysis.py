@@ -13,14 +13,20 @@ import torch
 
 from hf_headsel import analysis
 from hf_headsel.analysis import (
+    ComponentAnalysis,
     SelectionSnapshot,
     analyze_model,
     changed_heads,
     head_load,
+    head_load_figure,
+    head_sharing_figure,
     head_sharing_matrix,
+    plot_head_sharing,
+    plot_selection_stability,
     read_selection_log,
     selection_snapshot,
     selection_stability,
+    selection_stability_figure,
     write_analysis,
 )
 
@@ -182,6 +188,55 @@ def test_write_analysis_from_saved_folder_writes_pngs_and_json(family, tmp_path)
         assert saved["components"][component]["selected_heads"]["de"] == direct[component].selected[de].tolist()
 
 
+# ---- the figures, read off the matplotlib figures (what they show, not only that a PNG is written) ----------------
+
+
+@pytest.fixture
+def encoder_analysis(marian) -> ComponentAnalysis:
+    """en, de; H = 4, H' = 8; sharing [[1, .75], [.75, 1]], load [[2 2 1 1 0 0 1 1], [0 2 2 0 2 0 0 2]]."""
+    model = marian.model(head_selection_components=["encoder_self"], total_encoder_attention_heads=2 * HEADS)
+    set_choice(model, "encoder_self", ENCODER_CHOICE)
+    return analyze_model(model)["encoder_self"]
+
+
+def cell_texts(ax) -> dict[tuple[float, float], str]:
+    """The values written in a heatmap's cells, by (x, y) = (column, row)."""
+    return {tuple(text.get_position()): text.get_text() for text in ax.texts}
+
+
+def tick_labels(ticks) -> list[str]:
+    return [label.get_text() for label in ticks]
+
+
+def test_sharing_figure_names_the_tasks_on_both_axes_and_writes_each_value(encoder_analysis, tmp_path):
+    ax = head_sharing_figure(encoder_analysis).axes[0]
+    assert tick_labels(ax.get_xticklabels()) == ["en", "de"]
+    assert tick_labels(ax.get_yticklabels()) == ["en", "de"]
+    assert cell_texts(ax) == {(0, 0): "1.00", (1, 0): "0.75", (0, 1): "0.75", (1, 1): "1.00"}
+    assert "encoder self-attention" in ax.get_title() and f"H={HEADS} heads" in ax.get_title()
+    assert ax.images[0].get_clim() == (0.0, 1.0)  # a fraction: the colour bar spans 0 to 1
+    path = plot_head_sharing(encoder_analysis, tmp_path / "new" / "plots" / "sharing.png")  # creates the folders
+    assert path.read_bytes().startswith(PNG_MAGIC)
+
+
+def test_load_figure_puts_each_count_in_its_layer_row_and_head_column(encoder_analysis):
+    ax = head_load_figure(encoder_analysis).axes[0]
+    load = encoder_analysis.load  # [layers, H']
+    assert cell_texts(ax) == {(c, r): str(load[r, c]) for r in range(load.shape[0]) for c in range(load.shape[1])}
+    assert list(ax.get_xticks()) == list(range(2 * HEADS)) and list(ax.get_yticks()) == [0, 1]
+    assert ax.get_xlabel() == f"candidate head (H'={2 * HEADS})" and ax.get_ylabel() == "layer"
+    assert ax.images[0].get_clim() == (0, 2)  # from no task to every task
+    assert "of 2: en, de" in ax.get_title()
+
+
+def test_heatmaps_of_many_heads_are_not_annotated():
+    wide = ComponentAnalysis(component="encoder_self", tasks=["en", "de"], heads=15, total_heads=30,
+                             selected=np.zeros((2, 2, 15), dtype=int), sharing=np.ones((2, 2)),
+                             load=np.zeros((2, 30), dtype=int))  # H' = 30 columns: the numbers would be unreadable
+    assert len(head_load_figure(wide).axes[0].texts) == 0
+    assert len(head_sharing_figure(wide).axes[0].texts) == 4  # 2 x 2 tasks still are
+
+
 # ---- selection stability ------------------------------------------------------------------------------------------
 
 
@@ -290,6 +345,39 @@ def test_cli_writes_stability_plot_from_the_log_next_to_the_model(marian, tmp_pa
     assert saved["stability"]["stable_since"] == {"encoder_self": {"en": 10, "de": 0}}
     assert saved["components"]["encoder_self"]["summary"]["mean_sharing_between_tasks"] == pytest.approx(0.75)
     assert "selection stable since" in capsys.readouterr().out
+
+
+def two_component_stability() -> dict:
+    """encoder_self: en changes 1 head at step 10; decoder_self: fr changes 3 at step 20, de never."""
+    selections = [({"en": A}, {"de": A, "fr": A}), ({"en": B}, {"de": A, "fr": A}), ({"en": B}, {"de": A, "fr": C})]
+    return selection_stability([SelectionSnapshot(step, {"encoder_self": enc, "decoder_self": dec})
+                                for step, (enc, dec) in zip((0, 10, 20), selections)])
+
+
+def test_stability_figure_draws_each_components_changes_and_each_tasks_row():
+    top, bottom = selection_stability_figure(two_component_stability()).axes[:2]
+    lines = {line.get_label(): list(line.get_ydata()) for line in top.get_lines()}
+    assert lines == {"encoder self-attention": [1, 0], "decoder self-attention": [0, 3]}
+    assert tick_labels(bottom.get_xticklabels()) == ["10", "20"]  # the logged steps, not their positions
+    labels = tick_labels(bottom.get_yticklabels())
+    assert labels == ["encoder_self: en", "decoder_self: de", "decoder_self: fr"]
+    image = bottom.images[0]
+    grid = np.asarray(image.get_array())
+    assert grid.tolist() == [[1, 0], [0, 0], [0, 3]]
+    _, _, low, high = image.get_extent()
+    for row, (label, tick) in enumerate(zip(labels, bottom.get_yticks())):  # row i is drawn at its label's tick
+        assert high + (row + 0.5) * (low - high) / len(grid) == pytest.approx(tick), label
+
+
+def test_stability_plot_of_two_logged_steps_and_refusals(tmp_path):
+    one_change = selection_stability([SelectionSnapshot(0, {"encoder_self": {"en": A}}),
+                                      SelectionSnapshot(10, {"encoder_self": {"en": B}})])
+    path = plot_selection_stability(one_change, tmp_path / analysis.STABILITY_PLOT_NAME)  # the least it needs
+    assert path.read_bytes().startswith(PNG_MAGIC)
+    with pytest.raises(ValueError, match="at least two logged steps"):
+        plot_selection_stability({**one_change, "changes": []}, tmp_path / "x.png")
+    with pytest.raises(ValueError, match="needs a selecting component"):
+        plot_selection_stability({**one_change, "stable_since": {}}, tmp_path / "y.png")
 
 
 # A wrong selection must be refused, not turned into a wrong Figure 3 (sharing) or load plot.

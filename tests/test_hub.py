@@ -519,6 +519,9 @@ def test_push_cli_refuses_what_it_would_not_do_before_any_upload(tmp_path):
     export_task_model(model, encoder_task="en", decoder_task="fr").save_pretrained(tmp_path / "stock")
     with pytest.raises(ValueError, match="holds a 'marian' model: this tool writes the cards of head-selection"):
         push_cli([str(tmp_path / "stock"), "me/stock"])  # no README.md to upload, none it can write
+    (tmp_path / "stock" / "README.md").write_text("# an exported model's card\n")
+    with pytest.raises(ValueError, match="holds a 'marian' model: this tool writes the cards of head-selection"):
+        push_cli([str(tmp_path / "stock"), "me/stock", "--write_card"])  # a card it keeps, but none it can write
 
 
 def test_push_cli_names_a_bare_repository_and_creates_it_once_the_upload_checks_pass(tmp_path, hub, monkeypatch):
@@ -537,6 +540,17 @@ def test_push_cli_names_a_bare_repository_and_creates_it_once_the_upload_checks_
     push_cli([str(folder), "tiny", "--token", "hf_fake", "--write_card"])
     assert hub.errors == [] and len(hub.created) == 1
     assert hub.commits[-1]["repo_id"] == "me/tiny" and 'from_pretrained("me/tiny"' in (folder / "README.md").read_text()
+
+
+def test_push_cli_rewrites_a_kept_card_with_its_flags_and_uploads_private(tmp_path, hub, monkeypatch):
+    from headsel_recipes.cli.push_to_hub import main as push_cli
+
+    monkeypatch.setattr(hub_constants, "ENDPOINT", hub.url)
+    folder, model = saved_folder(tmp_path)
+    write_model_card(folder, model, repo_id="me/tiny")  # as training writes it
+    push_cli([str(folder), "me/tiny", "--token", "hf_fake", "--write_card", "--license", "mit", "--private"])
+    assert hub.errors == [] and [payload.get("visibility") for payload in hub.created] == ["private"]
+    assert ModelCard((folder / "README.md").read_text()).data.license == "mit"  # the flag's, not the kept card's
 
 
 def test_hub_repo_id_names_a_bare_repository_without_creating_it(hub):

@@ -13,8 +13,10 @@ from pathlib import Path
 
 import pytest
 
+from headsel_recipes import recipe
+from headsel_recipes.cli import command, console_script
 from headsel_recipes.cli.train import main as train
-from headsel_recipes.tasks import TASKS
+from headsel_recipes.tasks import MT, TASKS
 
 ROOT = Path(__file__).resolve().parents[2]
 CONSOLE_SCRIPTS = {
@@ -28,9 +30,10 @@ CONSOLE_SCRIPTS = {
 ENV = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
 
 
-def test_train_lists_the_recipes_and_refuses_unknown_ones(capsys):
+@pytest.mark.parametrize("flag", ["--help", "-h"])
+def test_train_lists_the_recipes_and_refuses_unknown_ones(flag, capsys):
     with pytest.raises(SystemExit) as exit_info:
-        train(["--help"])
+        train([flag])
     assert exit_info.value.code == 0
     usage = capsys.readouterr().out
     assert all(f"  {name} " in usage for name in TASKS) and list(TASKS) == ["asr", "st", "mt"]
@@ -39,6 +42,13 @@ def test_train_lists_the_recipes_and_refuses_unknown_ones(capsys):
     with pytest.raises(SystemExit) as exit_info:
         train([])
     assert exit_info.value.code == 2
+
+
+def test_train_hands_the_recipe_the_flags_after_its_name(monkeypatch):
+    calls = []
+    monkeypatch.setattr(recipe, "run", lambda task, argv: calls.append((task, argv)) or "result")
+    assert train(["mt", "run_config.json"]) == "result"
+    assert calls == [(MT, ["run_config.json"])]
 
 
 def test_console_scripts_are_installed_and_return_no_result(monkeypatch):
@@ -51,6 +61,17 @@ def test_console_scripts_are_installed_and_return_no_result(monkeypatch):
         assert ep.load()() is None and called == [name]
 
 
+def test_console_script_reads_the_command_line_and_returns_nothing():
+    received = []
+
+    def main(argv):
+        received.append(argv)
+        return {"a": "result"}  # an entry-point wrapper would pass it to sys.exit: printed, exit status 1
+
+    assert console_script(main)() is None
+    assert received == [None]  # None: main reads sys.argv[1:] itself
+
+
 def test_a_console_script_without_the_training_extras_says_how_to_install_them():
     script = ("import sys; sys.modules['datasets'] = None; sys.argv = ['headsel-experiment', '--help']\n"
               "from headsel_recipes.cli import headsel_experiment; headsel_experiment()")
@@ -59,6 +80,12 @@ def test_a_console_script_without_the_training_extras_says_how_to_install_them()
     assert completed.stderr.strip().endswith("the headsel-* commands need the training extras: pip install "
                                              "'hf-headsel[train]'")
     assert "'datasets' is not installed" in completed.stderr
+
+
+def test_a_module_of_this_distribution_missing_is_a_packaging_error_not_a_missing_extra():
+    # only another distribution's package missing means the training extras are not installed
+    with pytest.raises(ModuleNotFoundError, match="headsel_recipes.cli.no_such_command"):
+        command("headsel_recipes.cli.no_such_command", "headsel-x")()
 
 
 def test_headsel_train_help_answers_without_loading_torch():

@@ -94,6 +94,7 @@ def test_shared_baseline_gets_the_trainer_card(text_corpus, tmp_path):
     run(MT, mt_flags(text_corpus, out, "--shared_baseline"))
     card = (out / "README.md").read_text()
     assert "hf-headsel" not in card and "generated_from_trainer" in card
+    assert "on the train.jsonl dataset" in card  # what it was trained on, not the validation file it was scored on
 
 
 def test_push_without_training_is_refused_before_any_work(text_corpus, tmp_path):

@@ -35,13 +35,16 @@ def parse_args(argv: list[str] | None = None) -> tuple[argparse.Namespace, demo.
     parser.add_argument("--seed", type=int, default=defaults.seed)
     parser.add_argument("--bootstrap_resamples", type=int, default=defaults.bootstrap_resamples)
     parser.add_argument("--no_progress", action="store_true", help="no progress bars")
-    parser.add_argument("--make_checkpoint", action="store_true",
-                        help="instead of the demo, retrain the shared checkpoint into --checkpoint with the recipe "
-                             "flags of training/demo_checkpoint/o2m_shared.json (its data paths relative to the current folder: run it "
-                             "from the repository)")
-    parser.add_argument("--ship_checkpoint", type=Path, default=None,
-                        help="instead of the demo, ship this trained shared model (a run of the checkpoint recipe, or "
-                             "one of its checkpoint-* folders) into --checkpoint, with its record and test scores")
+    checkpoint_commands = parser.add_mutually_exclusive_group()
+    checkpoint_commands.add_argument(
+        "--make_checkpoint", action="store_true",
+        help="instead of the demo, retrain the shared checkpoint into --checkpoint with the recipe flags of "
+             "training/demo_checkpoint/o2m_shared.json (its data paths relative to the current folder: run it from the "
+             "repository)")
+    checkpoint_commands.add_argument(
+        "--ship_checkpoint", type=Path, default=None,
+        help="instead of the demo, ship this trained shared model (a run of the checkpoint recipe, or one of its "
+             "checkpoint-* folders) into --checkpoint, with its record and test scores")
     args = parser.parse_args(argv)
     if args.max_steps < 1:
         parser.error(f"--max_steps must be >= 1, got {args.max_steps}")
@@ -49,12 +52,12 @@ def parse_args(argv: list[str] | None = None) -> tuple[argparse.Namespace, demo.
         parser.error(f"--bootstrap_resamples must be >= 0 (0: no intervals), got {args.bootstrap_resamples}")
     if args.make_checkpoint or args.ship_checkpoint:
         # the checkpoint recipe's flags are fixed in its json (a record of how the shipped model was made)
-        ignored = [f"--{name}" for name in ("max_steps", "seed", "corpus_dir")
+        ignored = [f"--{name}" for name in ("output_dir", "max_steps", "seed", "corpus_dir", "bootstrap_resamples")
                    if getattr(args, name) != parser.get_default(name)]
         if ignored:
-            parser.error(f"{' and '.join(ignored)} set the demo's fine-tuning; --make_checkpoint / --ship_checkpoint "
+            parser.error(f"{' and '.join(ignored)} set the demo's run; --make_checkpoint / --ship_checkpoint "
                          "use the flags of training/demo_checkpoint/o2m_shared.json (data under "
-                         "data/offline_corpus/ of the current folder)")
+                         "data/offline_corpus/ of the current folder) and write into --checkpoint")
     return args, demo.DemoSettings(
         output_dir=args.output_dir, corpus_dir=args.corpus_dir, checkpoint=args.checkpoint, max_steps=args.max_steps,
         seed=args.seed, bootstrap_resamples=args.bootstrap_resamples, progress=not args.no_progress)
