@@ -17,8 +17,11 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import pytest
 import torch
+from huggingface_hub import constants as hub_constants
 from transformers import (
+    AutoFeatureExtractor,
     AutoModelForSeq2SeqLM,
+    AutoModelForSpeechSeq2Seq,
     MarianConfig,
     MarianModel,
     MarianMTModel,
@@ -49,7 +52,7 @@ from hf_headsel.conversion import (
 from hf_headsel.model_folder import prepare_model_folder
 from hf_headsel.selection import LOGIT_INIT_RANGE
 
-from test_pipelines import marian_tokenizer  # noqa: E402
+from test_pipelines import marian_tokenizer, speech_processor  # noqa: E402
 
 hf_logging.set_verbosity_error()
 hf_logging.disable_progress_bar()
@@ -358,6 +361,13 @@ def test_from_stock_loads_a_stock_checkpoint(family, tmp_path):
     torch.testing.assert_close(logits(model, inputs, 1, 2), logits(stock, inputs))
     assert model.config.model_type == family["config"].model_type
     assert stock_model_class(model) is family["stock_model"]
+    # a Hub id read from a cache folder of one's own, as the Hub client lays it out (offline: nothing downloaded)
+    repo = tmp_path / "cache" / "models--me--stock"
+    stock.save_pretrained(repo / "snapshots" / ("0" * 40))
+    (repo / "refs").mkdir()
+    (repo / "refs" / "main").write_text("0" * 40)
+    cached = family["model"].from_stock("me/stock", from_pretrained_kwargs={"cache_dir": tmp_path / "cache"}, **TASKS)
+    torch.testing.assert_close(logits(cached, inputs, 1, 2), logits(stock, inputs))
 
 
 def test_from_stock_rules(family, tmp_path):
@@ -367,6 +377,8 @@ def test_from_stock_rules(family, tmp_path):
     headsel = headsel_model(family)
     with pytest.raises(ValueError, match="needs a stock"):
         from_stock(family["model"], headsel)
+    with pytest.raises(ValueError, match=r"from_pretrained_kwargs \['cache_dir'\] load a stock checkpoint from a path"):
+        from_stock(family["model"], stock, from_pretrained_kwargs={"cache_dir": tmp_path}, **TASKS)
     headsel.save_pretrained(tmp_path / "headsel")
     with pytest.raises(ValueError, match="is a 'headsel_.*' one"):
         from_stock(family["model"], tmp_path / "headsel")
@@ -470,6 +482,37 @@ def test_export_cli_writes_one_stock_folder_per_task(tmp_path):
     assert not (tmp_path / "x").exists()
 
 
+def test_export_cli_pushes_each_folder_private_to_the_repository_its_card_names(tmp_path, hub, monkeypatch):
+    monkeypatch.setattr(hub_constants, "ENDPOINT", hub.url)
+    monkeypatch.setenv("HF_TOKEN", "hf_fake")
+    family = {"name": "marian", **FAMILIES["marian"]}
+    headsel_model(family, encoder_tasks=["en"], decoder_tasks=["fr", "it"]).save_pretrained(tmp_path / "source")
+    load_script("export_task_models").main([str(tmp_path / "source"), str(tmp_path / "exported"), "--source_name",
+                                            "me/mt-headsel", "--push_to_hub", "--hub_prefix", "me/mt", "--private"])
+    assert hub.errors == [] and [payload.get("visibility") for payload in hub.created] == ["private", "private"]
+    assert [commit["repo_id"] for commit in hub.commits] == ["me/mt-fr", "me/mt-it"]
+    for commit in hub.commits:
+        card = commit["files"]["README.md"].decode()
+        # its own repository in the examples, and its source by Hub id, not by the folder it was exported from
+        assert f'from_pretrained("{commit["repo_id"]}"' in card and "`me/mt-headsel`" in card
+        assert str(tmp_path) not in card
+
+
+def test_export_cli_writes_speech_folders_with_the_processor(tmp_path):
+    processor = speech_processor(tmp_path / "spm")
+    family = {"name": "speech_to_text", **FAMILIES["speech_to_text"]}
+    source = tmp_path / "source"
+    headsel_model(family, encoder_tasks=["es", "fr"], decoder_tasks=["es", "fr"],
+                  vocab_size=len(processor.tokenizer)).save_pretrained(source)
+    processor.save_pretrained(source)
+    folders = load_script("export_task_models").main([str(source), str(tmp_path / "exported")])
+    assert [folder.name for folder in folders] == ["es", "fr"]  # speech recognition: one folder per language
+    for folder in folders:
+        assert type(AutoModelForSpeechSeq2Seq.from_pretrained(folder)) is Speech2TextForConditionalGeneration
+        # the processor, not only its tokenizer: the folder turns audio into features
+        assert AutoFeatureExtractor.from_pretrained(folder).feature_size == 8
+
+
 @pytest.mark.parametrize("task_type", ["lang", "domain"])
 def test_export_cli_default_targets_of_the_same_tasks_on_both_sides(family, task_type):
     # the same tasks on both sides: one folder per task for domains or speech recognition; a text model in the lang
@@ -482,6 +525,11 @@ def test_export_cli_default_targets_of_the_same_tasks_on_both_sides(family, task
         assert [label for label, _ in targets] == [f"{e}-{d}" for e in tasks for d in tasks]
     else:
         assert targets == [(task, {"encoder": task, "decoder": task}) for task in tasks]
+
+
+def test_export_cli_default_target_of_one_task_per_side_is_named_by_its_decoder_task(family):
+    config = family["config"](**family["kwargs"], encoder_tasks=["en"], decoder_tasks=["fr"])
+    assert load_script("export_task_models").export_targets(config) == [("fr", {"encoder": "en", "decoder": "fr"})]
 
 
 def test_model_methods_wrap_export_and_upcycling(family):

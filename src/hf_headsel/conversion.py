@@ -206,11 +206,11 @@ def export_task_model(
 # --------------------------------------------------------------------------------------------------------------------
 
 
-def _load_stock(cls, stock_model_or_path) -> PreTrainedModel:
+def _load_stock(cls, stock_model_or_path, from_pretrained_kwargs: dict) -> PreTrainedModel:
     """The stock model, loaded with the stock class if a path or Hub id is given; `ValueError` if it is not one."""
     stock_class = stock_model_class(cls)
     if isinstance(stock_model_or_path, (str, os.PathLike)):
-        config_dict, _ = stock_class.config_class.get_config_dict(stock_model_or_path)
+        config_dict, _ = stock_class.config_class.get_config_dict(stock_model_or_path, **from_pretrained_kwargs)
         model_type = config_dict.get("model_type")
         if model_type != stock_class.config_class.model_type:
             raise ValueError(
@@ -218,7 +218,10 @@ def _load_stock(cls, stock_model_or_path) -> PreTrainedModel:
                 f"{os.fspath(stock_model_or_path)!r} is a {model_type!r} one (a head-selection checkpoint loads with "
                 f"{cls.__name__}.from_pretrained)"
             )
-        return stock_class.from_pretrained(stock_model_or_path)
+        return stock_class.from_pretrained(stock_model_or_path, **from_pretrained_kwargs)
+    if from_pretrained_kwargs:
+        raise ValueError(f"from_pretrained_kwargs {sorted(from_pretrained_kwargs)} load a stock checkpoint from a path "
+                         "or Hub id: a model instance is already loaded")
     if is_head_selection_model_class(type(stock_model_or_path)) or not isinstance(stock_model_or_path, stock_class):
         raise ValueError(
             f"from_stock needs a stock {stock_class.__name__} (or its path), got {type(stock_model_or_path).__name__}"
@@ -252,7 +255,7 @@ def _favour_first_candidates(model) -> None:
                 selector.logits.copy_(selector.logits.sort(dim=-1, descending=True).values)
 
 
-def from_stock(cls, stock_model_or_path, **head_selection_keywords):
+def from_stock(cls, stock_model_or_path, *, from_pretrained_kwargs: dict | None = None, **head_selection_keywords):
     """A head-selection model of class `cls` built from a stock checkpoint ("upcycling").
 
     The config is the stock config plus `head_selection_keywords` (only head-selection keywords are accepted: the
@@ -273,6 +276,8 @@ def from_stock(cls, stock_model_or_path, **head_selection_keywords):
     Args:
         cls: the head-selection model class (e.g. `HeadSelMarianMTModel`).
         stock_model_or_path: a stock model instance, or a folder / Hub id of a stock checkpoint.
+        from_pretrained_kwargs: passed to the stock class's `from_pretrained` (and its config's) for a folder or Hub
+            id, e.g. `{"cache_dir": ..., "revision": ..., "token": ...}`.
         **head_selection_keywords: e.g. `encoder_tasks`, `decoder_tasks`, `head_selection_strategy`.
 
     Returns:
@@ -283,7 +288,7 @@ def from_stock(cls, stock_model_or_path, **head_selection_keywords):
         raise ValueError(f"from_stock needs a head-selection generation model class, got {cls.__name__}"
                          f"{_BASE_MODEL_HINT if is_head_selection_model_class(cls) else ''}")
     _check_head_selection_keywords(head_selection_keywords)
-    stock = _load_stock(cls, stock_model_or_path)
+    stock = _load_stock(cls, stock_model_or_path, from_pretrained_kwargs or {})
     config = cls.config_class(**_stock_config_kwargs(stock.config), **head_selection_keywords)
     model = cls(config)
     state = dict(stock.state_dict())

@@ -550,10 +550,11 @@ class HeadSelectionModelMixin(HeadSelectionBaseModelMixin):
         return export_task_model(self, task, encoder_task=encoder_task, decoder_task=decoder_task)
 
     @classmethod
-    def from_stock(cls, stock_model_or_path, **head_selection_keywords):
+    def from_stock(cls, stock_model_or_path, *, from_pretrained_kwargs: dict | None = None, **head_selection_keywords):
         """A head-selection model upcycled from a stock checkpoint, equal to it for every task at initialisation:
         see `conversion.from_stock`."""
-        return from_stock(cls, stock_model_or_path, **head_selection_keywords)
+        return from_stock(cls, stock_model_or_path, from_pretrained_kwargs=from_pretrained_kwargs,
+                          **head_selection_keywords)
 
     def add_head_selection_kl(self, outputs, labels, routing: Routing) -> HeadSelSeq2SeqLMOutput:
         """Wrap stock outputs; with `labels`, add `head_selection_kl_weight * KL` to the loss."""

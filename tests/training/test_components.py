@@ -397,13 +397,32 @@ def test_init_encoder_from_refuses_per_task_weights_of_other_tasks(tmp_path, per
     # the same shapes for [de, en] and [en, fr]: block by block, "en" started from "de"'s heads or adapter
     common = dict(vocab_size=30, d_model=16, encoder_layers=1, decoder_layers=1, encoder_attention_heads=2,
                   decoder_attention_heads=2, encoder_ffn_dim=16, decoder_ffn_dim=16, conv_channels=8,
-                  input_feat_per_channel=20, decoder_tasks=["en"], **per_task)
-    HeadSelS2T(HeadSelSpeech2TextConfig(**common, encoder_tasks=["de", "en"])).save_pretrained(tmp_path / "asr")
+                  input_feat_per_channel=20, decoder_tasks=["en"])
+    HeadSelS2T(HeadSelSpeech2TextConfig(**common, **per_task, encoder_tasks=["de", "en"])).save_pretrained(
+        tmp_path / "asr")
     with pytest.raises(ValueError, match="holds weights per task"):
-        init_encoder_from(HeadSelS2T(HeadSelSpeech2TextConfig(**common, encoder_tasks=["en", "fr"])),
+        init_encoder_from(HeadSelS2T(HeadSelSpeech2TextConfig(**common, **per_task, encoder_tasks=["en", "fr"])),
                           str(tmp_path / "asr"))
-    assert init_encoder_from(HeadSelS2T(HeadSelSpeech2TextConfig(**common, encoder_tasks=["de", "en"])),
+    # the same tasks in a model without per-task weights: the source's would be dropped without a word
+    with pytest.raises(ValueError, match="holds weights per task"):
+        init_encoder_from(HeadSelS2T(HeadSelSpeech2TextConfig(**common, encoder_tasks=["de", "en"])),
+                          str(tmp_path / "asr"))
+    assert init_encoder_from(HeadSelS2T(HeadSelSpeech2TextConfig(**common, **per_task, encoder_tasks=["de", "en"])),
                              str(tmp_path / "asr")) > 5  # the same tasks: copied
+
+
+def test_init_encoder_from_passes_over_task_specific_heads_outside_the_encoder(tmp_path):
+    # task-specific decoder heads: the encoder holds nothing per task, so other encoder tasks are no obstacle
+    common = dict(vocab_size=30, d_model=16, encoder_layers=1, decoder_layers=1, encoder_attention_heads=2,
+                  decoder_attention_heads=2, encoder_ffn_dim=16, decoder_ffn_dim=16, conv_channels=8,
+                  input_feat_per_channel=20, decoder_tasks=["en"], head_selection_strategy="task_specific",
+                  head_selection_components=["decoder_self"])
+    asr = HeadSelS2T(HeadSelSpeech2TextConfig(**common, encoder_tasks=["de", "en"]))
+    asr.save_pretrained(tmp_path / "asr")
+    st = HeadSelS2T(HeadSelSpeech2TextConfig(**common, encoder_tasks=["en", "fr"]))
+    assert init_encoder_from(st, str(tmp_path / "asr")) > 5
+    for name, value in asr.model.encoder.state_dict().items():
+        torch.testing.assert_close(st.model.encoder.state_dict()[name], value)
 
 
 def test_average_checkpoints(tmp_path):

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import pytest
 import torch
 from transformers import MarianConfig, MarianMTModel
 
 from headsel_recipes.arguments import HeadSelectionArguments, ModelArguments
 from headsel_recipes.modeling import build_model, freeze_sinusoidal_positions
-from headsel_recipes.tasks import MT
+from headsel_recipes.tasks import ASR, MT, ST
+from hf_headsel import HeadSelMarianConfig, HeadSelMarianMTModel
 
 TINY_MARIAN = dict(vocab_size=40, d_model=16, encoder_layers=1, decoder_layers=1, encoder_attention_heads=2,
                    decoder_attention_heads=2, encoder_ffn_dim=32, decoder_ffn_dim=32, pad_token_id=0,
@@ -42,3 +46,108 @@ def test_the_shared_baseline_and_the_upcycled_model_train_the_same_kinds_of_para
         trainable[shared] = {name for name, parameter in model.named_parameters() if parameter.requires_grad}
     # head selection adds its selection logits and candidate heads; it trains every parameter the baseline trains
     assert trainable[True] <= trainable[False]
+
+
+TINY_OVERRIDES = ("d_model=16,encoder_layers=1,decoder_layers=1,encoder_attention_heads=2,decoder_attention_heads=2,"
+                  "encoder_ffn_dim=32,decoder_ffn_dim=32")
+TASKS = dict(encoder_tasks=["en"], decoder_tasks=["de", "fr"])
+
+
+class TinyTokenizer:
+    """What `build_model` reads of a tokenizer: its length and special ids (all different, to tell them apart)."""
+
+    pad_token_id, eos_token_id, bos_token_id = 0, 1, 2
+
+    def __len__(self) -> int:
+        return 40
+
+
+def build(path=None, head_args=None, task=MT, **model_flags):
+    return build_model(task, ModelArguments(model_name_or_path=path, **model_flags),
+                       head_args or HeadSelectionArguments(), TinyTokenizer(), TASKS["encoder_tasks"],
+                       TASKS["decoder_tasks"])
+
+
+def trained_checkpoint(folder, **keywords) -> str:
+    HeadSelMarianMTModel(HeadSelMarianConfig(**TINY_MARIAN, **TASKS, **keywords)).save_pretrained(folder)
+    return str(folder)
+
+
+def test_selection_flags_reach_a_model_built_from_scratch():
+    # the runtime flags too, and a flag set to 0 is a value, not "unset" (the package's default noise scale is 1.0)
+    head_args = HeadSelectionArguments(head_selection_temperature=2.0, head_selection_noise_scale=0.0,
+                                       head_selection_strategy="subset", total_decoder_attention_heads=6)
+    config = build(head_args=head_args, config_overrides=TINY_OVERRIDES).config
+    assert (config.head_selection_temperature, config.head_selection_noise_scale) == (2.0, 0.0)
+    assert (config.head_selection_strategy, config.total_decoder_attention_heads) == ("subset", 6)
+    assert (config.encoder_tasks, config.decoder_tasks) == (TASKS["encoder_tasks"], TASKS["decoder_tasks"])
+
+
+def test_the_shared_baseline_from_scratch_is_a_stock_model_with_a_stock_config():
+    model = build(shared_baseline=True, config_overrides=TINY_OVERRIDES,
+                  head_args=HeadSelectionArguments(head_selection_temperature=2.0))
+    assert type(model) is MarianMTModel
+    assert not hasattr(model.config, "encoder_tasks") and not hasattr(model.config, "head_selection_temperature")
+
+
+@pytest.mark.parametrize("task", [ASR, ST, MT], ids=lambda task: task.name)
+def test_generation_starts_and_ends_with_each_toolkit_s_tokens(task):
+    overrides = TINY_OVERRIDES + (",conv_channels=8" if task.speech else "")
+    generation = build(task=task, config_overrides=overrides).generation_config
+    assert (generation.pad_token_id, generation.eos_token_id) == (0, 1)
+    if task.speech:  # fairseq: from </s>
+        assert (generation.decoder_start_token_id, generation.bos_token_id) == (1, 2)
+        assert generation.bad_words_ids is None
+    else:  # Marian: from <pad>, forced to end with </s>, never generating <pad> again (but free to end)
+        assert (generation.decoder_start_token_id, generation.forced_eos_token_id) == (0, 1)
+        assert generation.bad_words_ids == [[0]]
+
+
+def test_a_trained_checkpoint_keeps_its_structure_and_takes_runtime_flags(tmp_path):
+    path = trained_checkpoint(tmp_path, head_selection_components=["decoder_self"], head_selection_kl_weight=0.5,
+                              task_adapter_dim=4)
+    # the checkpoint's own structure, given again, is no change (a flag's list is another object than the config's)
+    same = HeadSelectionArguments(head_selection_components=["decoder_self"], head_selection_temperature=2.0,
+                                  head_selection_kl_weight=0.0)
+    config = build(path, same).config
+    assert config.head_selection_temperature == 2.0 and config.head_selection_kl_weight == 0.0  # 0.0 is set, too
+    with pytest.raises(ValueError, match="head_selection_strategy cannot be changed"):
+        build(path, HeadSelectionArguments(head_selection_strategy="task_specific"))
+    # adapters may be added to a checkpoint without them, not resized on one that has them
+    with pytest.raises(ValueError, match="task_adapter_dim cannot be changed"):
+        build(path, HeadSelectionArguments(task_adapter_dim=8))
+
+
+def test_the_shared_baseline_needs_a_stock_checkpoint(tmp_path):
+    # a head-selection checkpoint loaded as a stock model would silently lose its candidate heads and selection
+    with pytest.raises(ValueError, match="as a --shared_baseline"):
+        build(trained_checkpoint(tmp_path), shared_baseline=True)
+
+
+def test_upcycling_a_stock_checkpoint_refuses_config_overrides_and_needs_adapters_to_train_only_them(tmp_path):
+    MarianMTModel(MarianConfig(**TINY_MARIAN)).save_pretrained(tmp_path)
+    with pytest.raises(ValueError, match="cannot change the stock checkpoint"):
+        build(str(tmp_path), config_overrides="dropout=0.3")
+    with pytest.raises(ValueError, match="has no task adapters"):
+        build(str(tmp_path), train_only_adapters=True)
+
+
+def hub_cache_with(model, cache: Path, repo_id: str) -> None:
+    """`model` saved into `cache` as the Hub client lays out a downloaded repository (read offline)."""
+    repo = cache / f"models--{repo_id.replace('/', '--')}"
+    model.save_pretrained(repo / "snapshots" / ("0" * 40))
+    (repo / "refs").mkdir()
+    (repo / "refs" / "main").write_text("0" * 40)
+
+
+def test_every_system_reads_a_hub_checkpoint_from_the_cache_dir(tmp_path):
+    """The upcycled model loaded its stock checkpoint without --cache_dir (the default cache: another copy or
+    revision, or no file offline), while the shared baseline read the one in --cache_dir."""
+    hub_cache_with(MarianMTModel(MarianConfig(**TINY_MARIAN)), tmp_path / "cache", "me/tiny-marian")
+    built = {}
+    for shared in (True, False):
+        args = ModelArguments(model_name_or_path="me/tiny-marian", cache_dir=str(tmp_path / "cache"),
+                              shared_baseline=shared)
+        built[shared] = build_model(MT, args, HeadSelectionArguments(), None, ["en"], ["de", "fr"])
+    assert type(built[True]) is MarianMTModel and built[False].config.decoder_tasks == ["de", "fr"]
+    assert torch.equal(built[False].model.shared.weight, built[True].model.shared.weight)

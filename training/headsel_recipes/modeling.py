@@ -226,7 +226,8 @@ def upcycle_stock_checkpoint(task: RecipeTask, path: str, overrides: dict, selec
     if overrides:
         raise ValueError(f"--config_overrides {sorted(overrides)} cannot change the stock checkpoint {path} when "
                          "upcycling it: the architecture is the checkpoint's")
-    model = model_classes(task)[1].from_stock(path, **selection)
+    # the same files as the other systems read from this checkpoint: the shared baseline loads it with `cache_dir` too
+    model = model_classes(task)[1].from_stock(path, from_pretrained_kwargs={"cache_dir": cache_dir}, **selection)
     logger.info("upcycled stock checkpoint %s into %s", path, type(model).__name__)
     return model.train()
 
