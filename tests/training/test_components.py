@@ -343,8 +343,8 @@ def test_schedule_callbacks_follow_the_flags():
 
 def test_arguments_flags_lists_and_defaults(tmp_path):
     model_args, head_args, data_args, training_args = parse_arguments([
-        "--output_dir", str(tmp_path), "--encoder_tasks", "es,fr", "it", "--train_file", "a.jsonl,b.jsonl",
-        "--no_spec_augment", "--head_selection_components", "encoder_self", "decoder_cross"])
+        "--output_dir", str(tmp_path), "--encoder_tasks", "es,fr", "it", "--train_file", "a.jsonl,,b.jsonl,",
+        "--no_spec_augment", "--head_selection_components", "encoder_self", "decoder_cross"])  # empty items dropped
     assert head_args.encoder_tasks == ["es", "fr", "it"] and data_args.train_file == ["a.jsonl", "b.jsonl"]
     assert head_args.head_selection_components == ["encoder_self", "decoder_cross"]
     assert not data_args.spec_augment and head_args.task_type is None

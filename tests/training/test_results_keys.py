@@ -49,6 +49,7 @@ def test_the_writer_s_scores_read_back_per_group_with_intervals():
     assert read_score(results, score_key("bleu", POOLED, split="predict")).value == written["bleu_pooled"]
     assert read_score(results, "predict_chrf") is None
     assert read_score({"eval_bleu": 3}, "eval_bleu") == Score(3.0)  # no interval without both bounds
+    assert read_score({"eval_bleu": 3, "eval_bleu_ci_low": 2}, "eval_bleu") == Score(3.0)  # nor with one
     assert group_scores(results, "bleu", "eval") == {}
 
 
