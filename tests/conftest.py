@@ -13,6 +13,7 @@ import random
 import subprocess
 import sys
 import textwrap
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -384,6 +385,22 @@ def hub(monkeypatch):
     monkeypatch.setattr(hub_constants, "HF_HUB_DISABLE_XET", True)
     with RecordingHub() as server:
         yield server
+
+
+@pytest.fixture
+def hub_cache(tmp_path) -> Callable:
+    """`save(model, repo_id)`: `model` saved into a cache folder of its own as the Hub client lays out a downloaded
+    repository; returns that folder, for `cache_dir=` (read offline: nothing is downloaded)."""
+    cache = tmp_path / "hub_cache"
+
+    def save(model, repo_id: str) -> Path:
+        repo = cache / f"models--{repo_id.replace('/', '--')}"
+        model.save_pretrained(repo / "snapshots" / ("0" * 40))
+        (repo / "refs").mkdir()
+        (repo / "refs" / "main").write_text("0" * 40)
+        return cache
+
+    return save
 
 
 # ---------------------------------------------------------------------------------------------------------------

@@ -353,7 +353,7 @@ def test_from_stock_and_export_carry_the_generation_config(family):
     assert exported.generation_config is not model.generation_config  # a copy: editing one leaves the other
 
 
-def test_from_stock_loads_a_stock_checkpoint(family, tmp_path):
+def test_from_stock_loads_a_stock_checkpoint(family, tmp_path, hub_cache):
     stock = stock_model(family)
     stock.save_pretrained(tmp_path / "stock")
     model = from_stock(family["model"], tmp_path / "stock", **TASKS)
@@ -361,12 +361,9 @@ def test_from_stock_loads_a_stock_checkpoint(family, tmp_path):
     torch.testing.assert_close(logits(model, inputs, 1, 2), logits(stock, inputs))
     assert model.config.model_type == family["config"].model_type
     assert stock_model_class(model) is family["stock_model"]
-    # a Hub id read from a cache folder of one's own, as the Hub client lays it out (offline: nothing downloaded)
-    repo = tmp_path / "cache" / "models--me--stock"
-    stock.save_pretrained(repo / "snapshots" / ("0" * 40))
-    (repo / "refs").mkdir()
-    (repo / "refs" / "main").write_text("0" * 40)
-    cached = family["model"].from_stock("me/stock", from_pretrained_kwargs={"cache_dir": tmp_path / "cache"}, **TASKS)
+    # a Hub id read from a cache folder of one's own (offline: nothing downloaded)
+    cache = hub_cache(stock, "me/stock")
+    cached = family["model"].from_stock("me/stock", from_pretrained_kwargs={"cache_dir": cache}, **TASKS)
     torch.testing.assert_close(logits(cached, inputs, 1, 2), logits(stock, inputs))
 
 

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 import torch
 from transformers import MarianConfig, MarianMTModel
@@ -132,22 +130,13 @@ def test_upcycling_a_stock_checkpoint_refuses_config_overrides_and_needs_adapter
         build(str(tmp_path), train_only_adapters=True)
 
 
-def hub_cache_with(model, cache: Path, repo_id: str) -> None:
-    """`model` saved into `cache` as the Hub client lays out a downloaded repository (read offline)."""
-    repo = cache / f"models--{repo_id.replace('/', '--')}"
-    model.save_pretrained(repo / "snapshots" / ("0" * 40))
-    (repo / "refs").mkdir()
-    (repo / "refs" / "main").write_text("0" * 40)
-
-
-def test_every_system_reads_a_hub_checkpoint_from_the_cache_dir(tmp_path):
+def test_every_system_reads_a_hub_checkpoint_from_the_cache_dir(hub_cache):
     """The upcycled model loaded its stock checkpoint without --cache_dir (the default cache: another copy or
     revision, or no file offline), while the shared baseline read the one in --cache_dir."""
-    hub_cache_with(MarianMTModel(MarianConfig(**TINY_MARIAN)), tmp_path / "cache", "me/tiny-marian")
+    cache = hub_cache(MarianMTModel(MarianConfig(**TINY_MARIAN)), "me/tiny-marian")
     built = {}
     for shared in (True, False):
-        args = ModelArguments(model_name_or_path="me/tiny-marian", cache_dir=str(tmp_path / "cache"),
-                              shared_baseline=shared)
+        args = ModelArguments(model_name_or_path="me/tiny-marian", cache_dir=str(cache), shared_baseline=shared)
         built[shared] = build_model(MT, args, HeadSelectionArguments(), None, ["en"], ["de", "fr"])
     assert type(built[True]) is MarianMTModel and built[False].config.decoder_tasks == ["de", "fr"]
     assert torch.equal(built[False].model.shared.weight, built[True].model.shared.weight)

@@ -84,10 +84,11 @@ class CorpusConfig:
             raise ValueError(f"source must be one of {SOURCE_KINDS}, got {self.source!r}")
         self.languages = corpus_languages(self.languages)
         known = [source.domain for source in self.packages]
-        if self.domains is not None and not self.domains:
-            raise ValueError(f"domains is empty: name at least one of {known} (None: all of them)")
-        if self.domains is not None and set(self.domains) - set(known):
-            raise ValueError(f"unknown domains {sorted(set(self.domains) - set(known))}: known domains are {known}")
+        if self.domains is not None:
+            if not self.domains:
+                raise ValueError(f"domains is empty: name at least one of {known} (None: all of them)")
+            if unknown := sorted(set(self.domains) - set(known)):
+                raise ValueError(f"unknown domains {unknown}: known domains are {known}")
         if self.max_speech_per_task < 0:
             raise ValueError(f"max_speech_per_task must be >= 0 (0: no cap), got {self.max_speech_per_task}")
         if not 1 <= self.workers <= 2:
