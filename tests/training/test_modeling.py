@@ -122,12 +122,62 @@ def test_the_shared_baseline_needs_a_stock_checkpoint(tmp_path):
         build(trained_checkpoint(tmp_path), shared_baseline=True)
 
 
-def test_upcycling_a_stock_checkpoint_refuses_config_overrides_and_needs_adapters_to_train_only_them(tmp_path):
+def test_upcycling_a_stock_checkpoint_needs_adapters_to_train_only_them(tmp_path):
     MarianMTModel(MarianConfig(**TINY_MARIAN)).save_pretrained(tmp_path)
-    with pytest.raises(ValueError, match="cannot change the stock checkpoint"):
-        build(str(tmp_path), config_overrides="dropout=0.3")
     with pytest.raises(ValueError, match="has no task adapters"):
         build(str(tmp_path), train_only_adapters=True)
+
+
+def test_config_overrides_reach_the_shared_baseline_and_the_upcycled_model_alike(tmp_path):
+    """One comparison spec gives both systems started from a stock checkpoint the same override; the upcycled model
+    used to refuse every `--config_overrides`, so a spec could change the baseline's dropout only."""
+    MarianMTModel(MarianConfig(**TINY_MARIAN)).save_pretrained(tmp_path)
+    overrides = "dropout=0.3,attention_dropout=0.2"
+    baseline = build(str(tmp_path), shared_baseline=True, config_overrides=overrides).eval()
+    upcycled = build(str(tmp_path), config_overrides=overrides, head_args=HeadSelectionArguments(
+        head_selection_noise_scale=0.0)).eval()
+    for model in (baseline, upcycled):
+        assert (model.config.dropout, model.config.attention_dropout) == (0.3, 0.2)
+    # upcycling keeps its promise: the same outputs as the stock model it starts from, for every task
+    inputs = dict(input_ids=torch.tensor([[5, 6, 1], [7, 1, 0]]), attention_mask=torch.tensor([[1, 1, 1], [1, 1, 0]]),
+                  decoder_input_ids=torch.tensor([[0, 5], [0, 6]]))
+    with torch.no_grad():
+        expected = baseline(**inputs).logits
+        for task_id in (0, 1):
+            got = upcycled(**inputs, decoder_task_ids=torch.tensor([task_id, task_id])).logits
+            torch.testing.assert_close(got, expected)
+
+
+def test_an_override_that_does_not_fit_a_stock_checkpoint_fails_for_both_systems(tmp_path):
+    MarianMTModel(MarianConfig(**TINY_MARIAN)).save_pretrained(tmp_path)
+    for shared in (True, False):
+        with pytest.raises(RuntimeError, match="ignore_mismatched_sizes"):
+            build(str(tmp_path), shared_baseline=shared, config_overrides="d_model=32")
+
+
+def test_an_upcycled_model_takes_its_default_tasks_from_config_overrides(tmp_path):
+    # the default tasks have no flag of their own: `--config_overrides` is how a run sets them
+    MarianMTModel(MarianConfig(**TINY_MARIAN)).save_pretrained(tmp_path)
+    config = build(str(tmp_path), config_overrides="default_decoder_task=fr").config
+    assert config.default_decoder_task == "fr" and not hasattr(MarianConfig.from_pretrained(tmp_path), "default_decoder_task")
+
+
+@pytest.mark.parametrize("start", ["scratch", "stock", "stock_baseline", "headsel"])
+@pytest.mark.parametrize("override", ["head_selection_strategy=subset", "head_selection_temperature=2.0",
+                                      "decoder_tasks=[]"])
+def test_config_overrides_refuse_head_selection_settings_that_have_flags(tmp_path, start, override):
+    """Through `--config_overrides` they bypassed the checkpoint checks, lost silently to their flag from scratch,
+    collided with it when loading (a keyword given twice) or reached a stock model that cannot take them."""
+    path = None
+    if start == "headsel":
+        path = trained_checkpoint(tmp_path)
+    elif start.startswith("stock"):
+        MarianMTModel(MarianConfig(**TINY_MARIAN)).save_pretrained(tmp_path)
+        path = str(tmp_path)
+    flag = override.partition("=")[0]
+    with pytest.raises(ValueError, match=f"cannot set head-selection settings \\['{flag}'\\]: give them with their "
+                                         f"own flags \\(--{flag}\\)"):
+        build(path, shared_baseline=start == "stock_baseline", config_overrides=TINY_OVERRIDES + "," + override)
 
 
 def test_every_system_reads_a_hub_checkpoint_from_the_cache_dir(hub_cache):

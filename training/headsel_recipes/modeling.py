@@ -45,6 +45,8 @@ TASK_KEYWORDS = keyword_names("tasks")
 SHAPE_KEYWORDS = keyword_names("structure")
 STRUCTURAL_KEYWORDS = TASK_KEYWORDS + SHAPE_KEYWORDS
 RUNTIME_KEYWORDS = keyword_names("runtime")
+FLAGGED_KEYWORDS = STRUCTURAL_KEYWORDS + RUNTIME_KEYWORDS  # each a recipe flag (`HeadSelectionArguments`)
+DEFAULT_TASK_KEYWORDS = keyword_names("default")  # no flag: `--config_overrides` may set them
 ADAPTER_KEYWORDS = tuple(name for name in SHAPE_KEYWORDS if name.startswith("task_adapter_"))
 
 # The paper's sizes (Gong et al., 2021, section 4): S2T Transformer for speech, Transformer for text.
@@ -83,6 +85,16 @@ def parse_config_overrides(text: str | None) -> dict:
         except json.JSONDecodeError:
             overrides[key.strip()] = value.strip()
     return overrides
+
+
+def refuse_head_selection_overrides(overrides: dict) -> None:
+    """Head-selection settings that have flags of their own (checked against a checkpoint's, and kept out of the
+    shared baseline) cannot come through `--config_overrides`: there they would bypass those checks, lose silently to
+    the flag, or reach a stock config that ignores them."""
+    named = sorted(set(overrides) & set(FLAGGED_KEYWORDS))
+    if named:
+        raise ValueError(f"--config_overrides cannot set head-selection settings {named}: give them with their own "
+                         f"flags ({', '.join('--' + name for name in named)})")
 
 
 def scratch_config_keywords(keywords: dict) -> dict:
@@ -140,6 +152,7 @@ def build_model(
     """The model a recipe trains (see the module docstring)."""
     config_cls, model_cls = model_classes(task, model_args.shared_baseline)
     overrides = parse_config_overrides(model_args.config_overrides)
+    refuse_head_selection_overrides(overrides)
     selection = {} if model_args.shared_baseline else head_selection_keywords(head_args, encoder_tasks, decoder_tasks)
     path = model_args.model_name_or_path
     model_type = checkpoint_model_type(path, model_args.cache_dir)
@@ -222,12 +235,14 @@ def load_headsel_checkpoint(model_cls: type, path: str, overrides: dict, selecti
 def upcycle_stock_checkpoint(task: RecipeTask, path: str, overrides: dict, selection: dict, cache_dir: str | None):
     """A head-selection model initialised from a stock checkpoint with the package's `from_stock`: every stock weight
     copied, each stock head tiled into the candidates of its group, outputs equal to the stock model's for every task
-    at initialisation. The architecture is the checkpoint's, so `--config_overrides` cannot apply."""
-    if overrides:
-        raise ValueError(f"--config_overrides {sorted(overrides)} cannot change the stock checkpoint {path} when "
-                         "upcycling it: the architecture is the checkpoint's")
-    # the same files as the other systems read from this checkpoint: the shared baseline loads it with `cache_dir` too
-    model = model_classes(task)[1].from_stock(path, from_pretrained_kwargs={"cache_dir": cache_dir}, **selection)
+    at initialisation. `--config_overrides` apply to the stock checkpoint as it loads, exactly as the shared baseline
+    loads it (`from_pretrained(path, cache_dir=..., **overrides)`): one flag gives both systems of a comparison the
+    same change (e.g. `dropout`), and one that does not fit the weights (`d_model`) fails for both alike."""
+    default_tasks = {name: value for name, value in overrides.items() if name in DEFAULT_TASK_KEYWORDS}
+    stock_overrides = {name: value for name, value in overrides.items() if name not in DEFAULT_TASK_KEYWORDS}
+    # the same files and values as the shared baseline reads from this checkpoint
+    model = model_classes(task)[1].from_stock(
+        path, from_pretrained_kwargs={"cache_dir": cache_dir, **stock_overrides}, **selection, **default_tasks)
     logger.info("upcycled stock checkpoint %s into %s", path, type(model).__name__)
     return model.train()
 
