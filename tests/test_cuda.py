@@ -1,5 +1,6 @@
 """Checks that need a CUDA device: the CUDA attention backends, mixed-task batches of both families on the GPU's
-default projection (`auto` gathers there), single-task training (gathered there too), and half-precision training.
+default projection (`auto` gathers there), single-task training (gathered there too), half-precision training, and
+activation checkpointing offloaded to pinned host memory.
 
 Skipped where there is no GPU (CI has none); run them on a GPU machine with `pytest tests/test_cuda.py`.
 """
@@ -123,6 +124,29 @@ def test_cuda_single_task_training_gathers_and_equals_the_selected_rows(monkeypa
     assert grads0.keys() == grads1.keys()
     for name in grads0:
         torch.testing.assert_close(grads0[name], grads1[name], msg=lambda m: f"{name}: {m}")
+
+
+@pytest.mark.parametrize("every_n_layers", [1, 2])
+def test_activation_checkpointing_offloaded_to_the_host_gives_the_unchecked_gradients(every_n_layers):
+    """`activation_checkpointing_enable(offload=True)` (Transformers 5.24) keeps the saved activations in pinned host
+    memory, which needs an accelerator (the stock model refuses it on the CPU too)."""
+    if not hasattr(HeadSelMarianMTModel, "activation_checkpointing_enable"):
+        pytest.skip("activation_checkpointing_enable is Transformers 5.24's")
+    results = []
+    for offload in (False, True):
+        model = _model()
+        if offload:
+            model.activation_checkpointing_enable(every_n_layers=every_n_layers, offload=True)
+        model.train()
+        torch.manual_seed(3)  # the same Gumbel draws and dropout masks
+        loss = model(**_batch()).loss
+        loss.backward()
+        results.append((loss.detach(), {n: p.grad for n, p in model.named_parameters() if p.grad is not None}))
+    (loss0, grads0), (loss1, grads1) = results
+    torch.testing.assert_close(loss1, loss0)
+    assert grads0.keys() == grads1.keys() and any(name.startswith("head_selection.") for name in grads0)
+    for name in grads0:
+        torch.testing.assert_close(grads1[name], grads0[name], msg=lambda m: f"{name}: {m}")
 
 
 def test_bf16_weights_generate_like_float32_routing():

@@ -26,7 +26,7 @@ import typing
 
 import pytest
 import torch
-from transformers import AutoModel, CompileConfig, GenerationConfig, GenerationMixin
+from transformers import AutoModel, CompileConfig, GenerationConfig, GenerationMixin, PreTrainedModel
 from transformers.cache_utils import Cache, DynamicCache
 from transformers.processing_utils import Unpack
 from transformers.utils import ModelOutput, TransformersKwargs
@@ -516,6 +516,36 @@ def test_reentrant_checkpointing_variants_give_unchecked_gradients(family, varia
     assert checked_grads.keys() == grads.keys() and any(name.startswith("head_selection.") for name in grads)
     for name in grads:
         torch.testing.assert_close(checked_grads[name], grads[name], msg=lambda m: f"{name}: {m}")
+
+
+# Transformers 5.24 renamed gradient checkpointing to activation checkpointing and gave it options of its own
+HAS_ACTIVATION_CHECKPOINTING = hasattr(PreTrainedModel, "activation_checkpointing_enable")
+
+
+def checkpointed_layers(model) -> list[bool]:
+    return [layer.gradient_checkpointing for layer in (*model.model.encoder.layers, *model.model.decoder.layers)]
+
+
+@pytest.mark.skipif(not HAS_ACTIVATION_CHECKPOINTING, reason="activation_checkpointing_enable is Transformers 5.24's")
+@pytest.mark.parametrize("reentrant", [True, False], ids=["reentrant", "non_reentrant"])
+def test_activation_checkpointing_of_every_second_layer_checks_the_stock_layers_and_keeps_the_gradients(
+        family, reentrant):
+    """`activation_checkpointing_enable(every_n_layers=2)` (Trainer's `activation_checkpointing_kwargs`) checkpoints
+    the layers it checkpoints in the stock model, and the gradients are an unchecked run's."""
+    stock = family.stock_model()
+    stock.activation_checkpointing_enable(every_n_layers=2)
+    model = build(family, 2, head_selection_kl_weight=0.5)
+    model.activation_checkpointing_enable(activation_checkpointing_kwargs={"use_reentrant": reentrant},
+                                          every_n_layers=2)
+    assert checkpointed_layers(model) == checkpointed_layers(stock) and len(set(checkpointed_layers(model))) == 2
+    checked_loss, checked_grads = train_grads(model, family, MIXED, None)
+    loss, grads = train_grads(build(family, 2, head_selection_kl_weight=0.5), family, MIXED, None)
+    torch.testing.assert_close(checked_loss, loss)
+    assert checked_grads.keys() == grads.keys() and any(name.startswith("head_selection.") for name in grads)
+    for name in grads:
+        torch.testing.assert_close(checked_grads[name], grads[name], msg=lambda m: f"{name}: {m}")
+    model.activation_checkpointing_disable()
+    assert not any(checkpointed_layers(model))
 
 
 # ---------------------------------------------------------------------------------------------------------------
