@@ -278,6 +278,25 @@ def test_accumulated_batches_train_as_one_large_batch(tmp_path):
         torch.testing.assert_close(accumulated[key], one[key], rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.parametrize("reentrant", ["true", "false"])
+def test_activation_checkpointing_trains_the_weights_of_an_unchecked_run(tmp_path, reentrant):
+    """Trainer's `--activation_checkpointing` (Transformers 5.24) on a recipe's model with the Gumbel noise on: the
+    same losses and weights after two SGD steps (a checkpointed layer recomputes its gates from the step's one draw)."""
+    common = one_sgd_step_flags(tmp_path) + ["--head_selection_noise_scale", "1"]
+    checked = ["--activation_checkpointing", "--activation_checkpointing_kwargs", f'{{"use_reentrant": {reentrant}}}']
+    results = {}
+    for name, extra in (("plain", []), ("checked", checked + ["--tokenizer_name", str(tmp_path / "plain")])):
+        results[name] = run(MT, tiny_flags(tmp_path / name, speech=False, max_steps=2) + common + extra)
+    layers = {name: [layer.gradient_checkpointing for layer in result.trainer.model.model.encoder.layers]
+              for name, result in results.items()}
+    assert layers == {"plain": [False], "checked": [True]}
+    assert results["checked"].metrics["train"]["train_loss"] == results["plain"].metrics["train"]["train_loss"]
+    plain, checked_weights = (load_file(tmp_path / name / "model.safetensors") for name in ("plain", "checked"))
+    assert checked_weights.keys() == plain.keys()
+    for key in plain:
+        torch.testing.assert_close(checked_weights[key], plain[key], msg=lambda m: f"{key}: {m}")
+
+
 def test_evaluation_without_generation_scores_the_same_loss(text_corpus, tmp_path):
     # Transformers 5.24 hands evaluation a token count too: the loss-only path took the training step's loss (and
     # an evaluation-only run failed on the missing accumulation count)
