@@ -34,10 +34,9 @@ from hf_headsel.analysis import ANALYSIS_NAME
 
 from headsel_recipes.demo import BASELINE_DIR, METRIC, SYSTEM_TITLES
 from headsel_recipes.metrics import prediction_quality
-from headsel_recipes.results_keys import (loss_key, predictions_path, read_predictions, read_results, results_path,
-                                          score_key)
+from headsel_recipes.results_keys import loss_key, predictions_path, read_predictions, read_results, score_key
 # benchmarks/ is on the path: the script's folder, or the tests' `pythonpath`
-from quality_tables import mean_std, paired_cells
+from quality_tables import is_finished, mean_std, paired_cells
 from recipe_curves import logit_range, net_selection_changes, selection_changes
 
 # The demo's related target languages: head selection should let them share more heads than unrelated pairs.
@@ -121,11 +120,10 @@ def main(args: list[str] | None = None) -> None:
     if len(group_runs) != len(options.runs):
         parser.error(f"--group pairs one run with each demo folder: {len(group_runs)} for {len(options.runs)}")
     shared_runs = [run / BASELINE_DIR for run in options.runs]
-    missing = [str(run) for run in (*group_runs, *shared_runs)
-               if not (predictions_path(run).is_file() and results_path(run, "predict").is_file())]
+    missing = [str(run) for run in (*group_runs, *shared_runs) if not is_finished(run)]
     if missing:
-        parser.error(f"not finished runs (no predict_results.json or generated_predictions.jsonl): "
-                     f"{', '.join(missing)}")
+        parser.error(f"not finished runs (no predict_results.json, or no generated_predictions.jsonl or an empty "
+                     f"one): {', '.join(missing)}")
     report = summary_table(group_runs, shared_runs)
     print(report)
     if options.output:

@@ -733,7 +733,13 @@ def test_demo_seeds_pairs_the_systems_run_by_run_and_reads_what_the_selection_le
     demo_seeds.main([str(runs[0]), "--group", str(probe)])
     paired = capsys.readouterr().out
     assert "| test loss (label-smoothed) | 3.400 ± 0.000 | 3.600 ± 0.000 | -0.200 ± 0.000 | 1 of 1 |" in paired
+    stopped = tmp_path / "stopped_while_writing"  # its scores written, its hypotheses file still empty
+    write_recipe_run(stopped, 3.4, 6.0, "Hallo")
+    (stopped / "generated_predictions.jsonl").write_text("")
     for argv, message in (([str(tmp_path / "missing")], "not finished runs"),
+                          ([str(runs[0]), "--group", str(stopped)], f"not finished runs (no predict_results.json, or "
+                                                                    f"no generated_predictions.jsonl or an empty one): "
+                                                                    f"{stopped}"),
                           ([*map(str, runs), "--group", str(probe)], "pairs one run with each demo folder"),
                           ([str(runs[0]), str(runs[0])], "runs names a folder twice")):  # one run as two seeds
         with pytest.raises(SystemExit):
