@@ -26,9 +26,12 @@ KINDS = {
 
 def manifest_texts(corpus: Path, kind: str) -> list[str]:
     _, tasks, pattern = KINDS[kind]
-    return [row["tgt_text"] for task in tasks
-            for path in sorted(glob.glob(str(corpus / "speech" / kind / f"{pattern.format(task=task)}.tsv")))
-            for row in csv.DictReader(open(path, newline=""), delimiter="\t", quoting=csv.QUOTE_NONE)]
+    texts = []
+    for task in tasks:
+        for path in sorted(glob.glob(str(corpus / "speech" / kind / f"{pattern.format(task=task)}.tsv"))):
+            with open(path, newline="", encoding="utf-8") as manifest:
+                texts += [row["tgt_text"] for row in csv.DictReader(manifest, delimiter="\t", quoting=csv.QUOTE_NONE)]
+    return texts
 
 
 def main(args: list[str] | None = None) -> None:

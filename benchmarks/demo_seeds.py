@@ -78,8 +78,9 @@ def selection_summary(run: Path) -> dict[str, float]:
         related, other = [], []
         for (i, a), (j, b) in combinations(enumerate(found["tasks"]), 2):
             (related if {a, b} <= ROMANCE else other).append(found["sharing"][i][j])
-        summary[f"{component} sharing, Romance pairs"] = statistics.mean(related)
-        summary[f"{component} sharing, other pairs"] = statistics.mean(other)
+        for pairs, values in (("Romance pairs", related), ("other pairs", other)):
+            if values:  # a demo of other languages (`DemoSettings.languages`) may have no pair of a kind
+                summary[f"{component} sharing, {pairs}"] = statistics.mean(values)
     return summary
 
 

@@ -685,6 +685,21 @@ def write_selection_record(folder: Path, changed: bool) -> None:
         for step, selections in ((0, before), (10, before), (20, after))) + "\n")
 
 
+def test_demo_seeds_leaves_out_a_sharing_row_without_pairs_of_its_kind(tmp_path):
+    """A demo of languages with fewer than two Romance ones has no Romance pair: no row (a mean of nothing raised)."""
+    import demo_seeds
+
+    from hf_headsel.analysis import ANALYSIS_NAME
+
+    write_selection_record(tmp_path, changed=False)
+    analysis = {"components": {"decoder_self": {"tasks": ["de", "el", "es"],
+                                                "sharing": [[1.0, 0.25, 0.5], [0.25, 1.0, 0.75], [0.5, 0.75, 1.0]]}}}
+    (tmp_path / ANALYSIS_NAME).write_text(json.dumps(analysis))
+    summary = demo_seeds.selection_summary(tmp_path)
+    assert "decoder_self sharing, Romance pairs" not in summary
+    assert summary["decoder_self sharing, other pairs"] == pytest.approx((0.25 + 0.5 + 0.75) / 3)
+
+
 def test_a_change_undone_is_two_events_and_no_net_change(tmp_path):
     import recipe_curves
 
