@@ -277,7 +277,8 @@ def from_stock(cls, stock_model_or_path, *, from_pretrained_kwargs: dict | None 
         cls: the head-selection model class (e.g. `HeadSelMarianMTModel`).
         stock_model_or_path: a stock model instance, or a folder / Hub id of a stock checkpoint.
         from_pretrained_kwargs: passed to the stock class's `from_pretrained` (and its config's) for a folder or Hub
-            id, e.g. `{"cache_dir": ..., "revision": ..., "token": ...}`.
+            id, e.g. `{"cache_dir": ..., "revision": ..., "token": ...}`, or config values it takes (`{"dropout":
+            0.3}`: the stock model loaded with them is the one upcycled).
         **head_selection_keywords: e.g. `encoder_tasks`, `decoder_tasks`, `head_selection_strategy`.
 
     Returns:
