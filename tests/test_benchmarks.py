@@ -7,6 +7,7 @@ import argparse
 import importlib.util
 import json
 import re
+import statistics
 import sys
 from pathlib import Path
 
@@ -244,6 +245,30 @@ def test_op_count_training_row_counts_forward_and_backward_without_the_optimizer
     assert all(parameter.grad is None for parameter in models["headsel"].parameters())
 
 
+def test_op_count_table_rows_give_headsel_over_stock_and_restore_the_projection(monkeypatch):
+    """Each row: the stock and head-selection counts and headsel / stock, of kernels and of Python calls; the mixed
+    rows run in each projection mode, `auto` again afterwards. The counts are given: nothing is profiled."""
+    import op_count
+
+    from hf_headsel.attention import MIXED_BATCH_PROJECTIONS, HeadSelectionAttentionMixin
+
+    modes = []
+
+    def measurements(cfg, models, train_models, mixed):
+        modes.append(HeadSelectionAttentionMixin.mixed_batch_projection)
+        return {"eval forward": {"stock": "stock", "headsel": "headsel"}}
+
+    monkeypatch.setattr(op_count, "build_models", lambda *args: {})
+    monkeypatch.setattr(op_count, "measurements", measurements)
+    monkeypatch.setattr(op_count, "count_ops", lambda run: {"stock": {"aten::mm": 10},
+                                                            "headsel": {"aten::mm": 12, "aten::gather": 3}}[run])
+    monkeypatch.setattr(op_count, "count_python_calls", lambda run: {"stock": 100, "headsel": 150}[run])
+    rows = op_count.count_table(overhead.BenchConfig(**overhead.QUICK))
+    assert rows[0] == "| eval forward | single | - | 10 | 15 | 1.50 | 100 | 150 | 1.50 |"  # 15 / 10, 150 / 100
+    assert len(rows) == 1 + len(MIXED_BATCH_PROJECTIONS) and modes == ["auto", *MIXED_BATCH_PROJECTIONS]
+    assert HeadSelectionAttentionMixin.mixed_batch_projection == "auto"
+
+
 # ---- overhead.py: families and components --------------------------------------------------------------------------
 
 
@@ -423,15 +448,64 @@ def test_quality_tables_score_characters_per_task_and_average_over_seeds(tmp_pat
         quality_tables.supplementary_table(tmp_path / "empty")
 
 
+def test_quality_tables_average_is_the_mean_over_tasks_and_cer_divides_by_the_reference(tmp_path):
+    """AVG is the mean of the per-task scores (three tasks: with two, the median is the mean too), and CER is the
+    edits over the reference's characters, not the hypothesis'."""
+    import quality_tables
+
+    # chrF: en-de an exact copy (100), en-es and en-fr share no character with their references (0)
+    rows = [("en-de", "Das ist gut.", "Das ist gut."), ("en-es", "Hola", "xyz"), ("en-fr", "Oui", "zzz")]
+    write_run(tmp_path / "mt" / "runs" / "group" / "seed1", {"predict_loss": 1.0, "predict_bleu": 1.0}, rows)
+    _, scores = quality_tables.run_scores(tmp_path / "mt" / "runs" / "group" / "seed1")
+    assert (scores["en-de"], scores["en-es"], scores["en-fr"]) == (pytest.approx(100.0), 0.0, 0.0)
+    assert scores["AVG"] == pytest.approx(100.0 / 3)  # the median would be 0
+    # "abcd" -> "ab": 2 deletions over 4 reference characters (50 %); the other way round, 2 insertions over 2 (100 %)
+    write_run(tmp_path / "asr" / "runs" / "shared" / "seed1", {"predict_loss": 1.0, "predict_wer": 50.0},
+              [("de", "abcd", "ab")])
+    _, scores = quality_tables.run_scores(tmp_path / "asr" / "runs" / "shared" / "seed1")
+    assert scores["de"] == pytest.approx(50.0)
+
+
+def test_quality_tables_rows_columns_and_seed_counts(tmp_path, monkeypatch):
+    """Rows in sorted system-folder order, whatever order the filesystem lists them in; the seeds column counts the
+    system's finished `seed*` runs (not its tasks, not another folder); the task columns are the prediction groups,
+    the unusable share its own last column."""
+    import quality_tables
+
+    rows = [("en-de", "Das ist gut.", "Das ist gut."), ("en-fr", "Oui.", "Oui.")]
+    runs = tmp_path / "mt" / "runs"
+    for system, seeds in (("adapters", 1), ("group", 3), ("shared", 1)):  # group: three seeds, two tasks
+        for seed in range(1, seeds + 1):
+            write_run(runs / system / f"seed{seed}", {"predict_loss": 2.0, "predict_bleu": 1.0}, rows)
+    write_run(runs / "group" / "backup", {"predict_loss": 9.0, "predict_bleu": 1.0}, rows)  # finished, not a seed
+    listed = Path.iterdir
+    monkeypatch.setattr(Path, "iterdir", lambda folder: iter(sorted(listed(folder), reverse=True)))  # out of order
+    lines = quality_tables.supplementary_table(tmp_path / "mt").splitlines()
+    assert lines[2] == "| System (run folder) | seeds | test loss | chrF AVG | en-de | en-fr | unusable % |"
+    assert [line.split(" | ")[0] for line in lines[4:]] == ["| adapters", "| group", "| shared"]
+    assert lines[5] == "| group | 3 | 2.00 ± 0.00 | 100.0 ± 0.0 | 100.0 ± 0.0 | 100.0 ± 0.0 | 0.0 ± 0.0 |"
+
+
+def test_quality_tables_refuse_an_experiment_scored_by_both_metrics(tmp_path):
+    """One experiment has one metric: WER-scored and BLEU-scored runs together are refused by that rule."""
+    import quality_tables
+
+    write_run(tmp_path / "x" / "runs" / "a" / "seed1", {"predict_loss": 1.0, "predict_bleu": 1.0}, [("de", "a", "a")])
+    write_run(tmp_path / "x" / "runs" / "b" / "seed1", {"predict_loss": 1.0, "predict_wer": 1.0}, [("de", "a", "a")])
+    with pytest.raises(ValueError, match="scored by both WER and BLEU"):
+        quality_tables.supplementary_table(tmp_path / "x")
+
+
 def test_quality_plot_pairs_losses_by_seed_and_draws_the_panels(tmp_path, capsys):
     import quality_plot
 
     rows = [("en-de", "Das ist gut.", "Das ist gut.")]
-    losses = {"shared": {1: 4.0, 2: 4.2, 3: 4.1}, "group": {1: 3.9, 2: 4.0}, "adapters": {3: 4.3}}
+    losses = {"shared": {1: 4.0, 2: 4.2, 3: 4.1}, "group": {1: 3.9, 2: 4.0, 4: 3.0}, "adapters": {3: 4.3}}
     for system, by_seed in losses.items():
         for seed, loss in by_seed.items():
             write_run(tmp_path / "mt" / "runs" / system / f"seed{seed}", {"predict_loss": loss}, rows)
     (tmp_path / "mt" / "runs" / "group" / "seed3").mkdir()  # not finished: left out
+    # group's seed4 has no reference run to pair with: left out too
     assert quality_plot.paired_differences(tmp_path / "mt", "group", "shared") == pytest.approx(
         {"seed1": -0.1, "seed2": -0.2})
     output = tmp_path / "plot.png"
@@ -445,6 +519,19 @@ def test_quality_plot_pairs_losses_by_seed_and_draws_the_panels(tmp_path, capsys
     with pytest.raises(ValueError, match="no finished run of the reference 'stock'"):
         quality_plot.main(["--panel", "MT", str(tmp_path / "mt"), "--system", "group", "Group", "--reference",
                            "stock"])
+
+
+def test_quality_plot_table_keeps_a_system_drawn_in_any_panel():
+    """A system paired in one panel only keeps its row, with "–" in the panel that lacks it."""
+    import quality_plot
+
+    differences = {"MT": {"Group": {"seed1": -0.25, "seed2": -0.75}, "Adapters": {"seed1": 0.5}},
+                   "ASR": {"Group": {"seed1": 0.125}}}
+    assert quality_plot.drawn_labels(differences, ["Group", "Adapters", "Subset"]) == ["Group", "Adapters"]
+    rows = quality_plot.table(differences, ["Group", "Adapters"], "shared").splitlines()[2:]
+    spread = statistics.stdev([-0.25, -0.75])  # 0.354
+    assert rows == [f"| Group | -0.500 ± {spread:.3f} (2) | +0.125 ± 0.000 (1) |",
+                    "| Adapters | +0.500 ± 0.000 (1) | – |"]
 
 
 def test_quality_plot_refuses_repeated_panel_titles_and_system_labels(tmp_path, capsys):
@@ -484,10 +571,13 @@ def test_quality_scripts_explain_what_they_cannot_use(tmp_path, capsys):
     (tmp_path / "not_an_experiment").mkdir()
     with pytest.raises(ValueError, match="no finished run"):  # no runs/ folder
         quality_tables.supplementary_table(tmp_path / "not_an_experiment")
-    write_run(tmp_path / "mt" / "runs" / "shared" / "seed1", {"predict_loss": 3.0, "predict_bleu": 0.0}, [])
-    (tmp_path / "mt" / "runs" / "shared" / "seed1" / "generated_predictions.jsonl").write_text("")
-    with pytest.raises(ValueError, match="no finished run"):  # an empty predictions file: nothing to score
-        quality_tables.supplementary_table(tmp_path / "mt")
+    run = tmp_path / "mt" / "runs" / "shared" / "seed1"
+    write_run(run, {"predict_loss": 3.0, "predict_bleu": 0.0}, [])
+    for blank in ("", "\n \n"):  # an empty predictions file, or one of blank lines: nothing to score
+        (run / "generated_predictions.jsonl").write_text(blank)
+        assert not quality_tables.is_finished(run)
+        with pytest.raises(ValueError, match="no finished run"):
+            quality_tables.supplementary_table(tmp_path / "mt")
 
     write_run(tmp_path / "asr" / "runs" / "shared" / "seed1", {"predict_loss": 4.0}, [("de", "a", "a")])
     with pytest.raises(SystemExit):  # no group run to pair: nothing to draw
@@ -531,6 +621,63 @@ def test_recipe_curves_read_loss_selection_changes_and_logit_range(marian, tmp_p
     assert "| group | 2.250 | – |" in recipe_curves.table(summaries)
 
 
+def write_selection_log(folder: Path, *selections: dict) -> None:
+    """The selection log of a head-selection run: decoder_self's `{task: rows}` at steps 0, 10, 20, ..."""
+    from hf_headsel.analysis import SELECTION_LOG_NAME
+
+    (folder / SELECTION_LOG_NAME).write_text("\n".join(
+        json.dumps({"step": 10 * i, "selections": {"decoder_self": s}}) for i, s in enumerate(selections)) + "\n")
+
+
+def write_curve_run(run: Path, test_loss: float, losses: list[float], *selections: dict) -> None:
+    """A finished run for recipe_curves: the trainer log of `losses` (steps 10, 20, ...), the test loss and, given
+    `selections`, their log and selection logits in [-1, 0.5]; without: a stock run."""
+    run.mkdir(parents=True)
+    history = [{"step": 10 * (i + 1), "loss": loss} for i, loss in enumerate(losses)] + [{"train_runtime": 1.0}]
+    (run / "trainer_state.json").write_text(json.dumps({"log_history": history}))
+    (run / "predict_results.json").write_text(json.dumps({"predict_loss": test_loss}))
+    if not selections:
+        save_file({"model.shared.weight": torch.zeros(2, 2)}, str(run / "model.safetensors"))
+        return
+    save_file({"head_selection.decoder_self.logits": torch.tensor([[[-1.0, 0.5, 0.0, 0.0]]])},
+              str(run / "model.safetensors"))
+    write_selection_log(run, *selections)
+
+
+def test_recipe_curves_table_reads_the_first_finished_seed_totals_and_the_last_loss(tmp_path):
+    """Per system: the first *finished* seed (one still training is skipped, later seeds ignored); the selection
+    changes column sums every step's changes; the training loss is the last logged; a run without a selection log
+    shows "–", not 0."""
+    import recipe_curves
+
+    runs = tmp_path / "exp" / "runs"
+    (runs / "group" / "seed0").mkdir(parents=True)  # still training: no predict_results.json
+    write_curve_run(runs / "group" / "seed1", 2.25, [3.0, 2.5], {"de": [[0, 1]]}, {"de": [[2, 3]]})  # two at once
+    write_curve_run(runs / "group" / "seed2", 9.0, [9.0], {"de": [[0, 1]]}, {"de": [[0, 1]]})
+    write_curve_run(runs / "shared" / "seed1", 2.0, [1.75, 1.5])
+    summaries = recipe_curves.collect(tmp_path / "exp")
+    assert summaries["group"]["changes"] == [(10, 2)] and summaries["group"]["total_changes"] == 2
+    assert recipe_curves.table(summaries).splitlines()[2:] == ["| group | 2.250 | 2.500 | 2 | [-1.00, 0.50] |",
+                                                               "| shared | 2.000 | 1.500 | – | – |"]
+
+
+def test_recipe_curves_main_writes_its_files_and_refuses_an_experiment_without_finished_runs(tmp_path, capsys):
+    """main writes curves.json, curves.md and curves.png, and refuses an experiment with no finished run."""
+    import recipe_curves
+
+    (tmp_path / "empty" / "runs" / "group" / "seed1").mkdir(parents=True)
+    with pytest.raises(SystemExit, match="no finished run"):
+        recipe_curves.main([str(tmp_path / "empty"), "--output_dir", str(tmp_path / "out_empty")])
+    assert not (tmp_path / "out_empty").exists()
+    write_curve_run(tmp_path / "exp" / "runs" / "group" / "seed1", 2.25, [2.5], {"de": [[0, 1]]}, {"de": [[2, 1]]})
+    recipe_curves.main([str(tmp_path / "exp"), "--output_dir", str(tmp_path / "out")])
+    assert json.loads((tmp_path / "out" / "curves.json").read_text())["group"]["test_loss"] == 2.25
+    expected = recipe_curves.table(recipe_curves.collect(tmp_path / "exp"))
+    assert (tmp_path / "out" / "curves.md").read_text() == expected + "\n"
+    assert (tmp_path / "out" / "curves.png").read_bytes().startswith(b"\x89PNG")
+    assert "| group | 2.250 | 2.500 | 1 |" in capsys.readouterr().out
+
+
 def test_grouping_ab_times_stock_grouped_and_ungrouped(capsys):
     import grouping_ab
 
@@ -538,6 +685,33 @@ def test_grouping_ab_times_stock_grouped_and_ungrouped(capsys):
     assert set(measurement.seconds) == {"stock", "grouped", "ungrouped"}
     assert all(len(seconds) == 2 for seconds in measurement.seconds.values())
     assert "vs stock" in capsys.readouterr().out
+
+
+def untimed(after_call=lambda system: None):
+    """A stand-in for `overhead.time_systems`: each system called once, in order, untimed; `after_call(system)` after
+    each call."""
+
+    def time_systems(name, systems, cfg, device):
+        for system, call in systems.items():
+            call()
+            after_call(system)
+        return overhead.Measurement(name, None, {system: [1.0] for system in systems})
+
+    return time_systems
+
+
+def test_grouping_ab_times_headsel_grouped_and_ungrouped_as_named(monkeypatch):
+    """The `grouped` system runs with `group_mixed_batches` on, `ungrouped` with it off."""
+    import grouping_ab
+
+    models, grouping = {}, {}
+    build_models = overhead.build_models
+    monkeypatch.setattr(overhead, "build_models", lambda *args: models.update(build_models(*args)) or models)
+    monkeypatch.setattr(overhead, "time_systems", untimed(
+        lambda system: grouping.update({system: models["headsel"].group_mixed_batches})))
+    grouping_ab.main(["--quick", "--repeats", "1"])
+    assert list(grouping) == ["stock", "grouped", "ungrouped"]
+    assert (grouping["grouped"], grouping["ungrouped"]) == (True, False)
 
 
 def test_decoding_caches_ab_times_compiled_generation_with_and_without_the_caches(capsys):
@@ -631,6 +805,18 @@ def test_adapters_ab_matches_the_head_selection_models_parameters():
     assert ups and all(p.abs().sum() > 0 for p in ups)  # a trained adapter's arithmetic, not a fresh one's zeros
 
 
+def test_adapters_ab_reports_parameters_over_the_stock_model(monkeypatch, capsys):
+    """Parameters over stock: head selection holds more than the stock model, and the matched adapters about as many
+    as head selection."""
+    import adapters_ab
+
+    monkeypatch.setattr(overhead, "time_systems", untimed())
+    adapters_ab.main(["--quick", "--repeats", "1", "--measurements", "eval forward"])
+    ratios = dict(re.findall(r"(stock|headsel|adapters) (\d+\.\d+)x", capsys.readouterr().out))
+    assert float(ratios["stock"]) == 1.0 and float(ratios["headsel"]) > 1.0
+    assert float(ratios["adapters"]) == pytest.approx(float(ratios["headsel"]), rel=0.02)
+
+
 def test_revision_ab_times_the_stock_model_an_earlier_revision_and_the_checkout(capsys):
     import revision_ab
     from transformers import AutoConfig
@@ -659,30 +845,62 @@ def test_the_paired_ratio_compares_each_round_with_its_own_stock_call():
     assert "headsel / stock, paired [95%]" in header and " 1.100 [1.100, 1.100] | <= 1.15 | NO |" in row
 
 
+def test_a_target_is_a_maximum_ratio_met_when_equalled():
+    """`ok`: the ratio of medians is at most the target (equal meets it); the A/B lines give the ratio of the minima
+    beside that of the medians."""
+    assert overhead.Measurement("eval forward, single-task", 1.5, {"stock": [2.0], "headsel": [3.0]}).ok is True
+    assert overhead.Measurement("eval forward, single-task", 1.5, {"stock": [2.0], "headsel": [3.002]}).ok is False
+    assert overhead.Measurement("x", None, {"stock": [2.0], "headsel": [3.0]}).ok is None
+    # medians 2.0 and 2.5 (ratio 1.25), minima 1.0 and 2.0 (ratio 2.0)
+    measurement = overhead.Measurement("x", None, {"stock": [1.0, 3.0], "headsel": [2.0, 3.0]})
+    headsel_line = overhead.ratio_lines(measurement)[1]
+    assert headsel_line.startswith("headsel ") and headsel_line.endswith("vs stock 1.250 (min 2.000)")
+
+
+def test_overhead_json_and_strict_exit_report_head_selection_against_the_stock_model(monkeypatch, tmp_path):
+    """The JSON's ratios are system / stock (the paired one too), for the non-stock systems only, and `--strict` exits
+    1 when a target is missed (0 without it). The timings are given: no model is built."""
+    # per round headsel / stock: 3.0, 1.5, 0.5 -> paired median 1.5; medians 3.0 / 2.0 -> 1.5 (> 1.03: missed)
+    seconds = {"stock": [1.0, 2.0, 4.0], "headsel": [3.0, 3.0, 2.0], "all_candidates": [1.0, 2.0, 4.0]}
+    measurement = overhead.Measurement("eval forward, single-task", overhead.TARGETS["eval forward", "single"],
+                                       seconds)
+    monkeypatch.setattr(overhead, "build_models", lambda *args, **kwargs: {})
+    monkeypatch.setattr(overhead, "check_equivalence", lambda *args: {"train_gradients_checked": 1})
+    monkeypatch.setattr(overhead, "benchmark", lambda *args, **kwargs: [measurement])
+    out = tmp_path / "overhead.json"
+    argv = ["--quick", "--only", "eval forward, single", "--json", str(out)]
+    assert overhead.main(argv + ["--strict"]) == 1
+    assert overhead.main(argv) == 0
+    (result,) = json.loads(out.read_text())["results"]
+    assert result["ok"] is False
+    assert result["ratio_median"] == {"headsel": 1.5, "all_candidates": 1.0}
+    assert result["ratio_paired"]["headsel"]["median"] == 1.5
+    assert result["ratio_paired"]["all_candidates"] == {"median": 1.0, "low": 1.0, "high": 1.0}
+
+
 def write_recipe_run(folder: Path, loss: float, bleu: float, german: str) -> None:
     """A finished MT recipe run with its test scores and two predictions: en-es exact, en-de `german` for `Hello`."""
     write_run(folder, {"predict_loss": loss, "predict_bleu": bleu},
               [("en-es", "Hola mundo", "Hola mundo"), ("en-de", "Hallo", german)])
 
 
+def write_head_sharing(folder: Path, tasks: list[str], sharing: list[list[float]]) -> None:
+    """The analysis of a head-selection run: decoder_self's head sharing between `tasks`."""
+    from hf_headsel.analysis import ANALYSIS_NAME
+
+    (folder / ANALYSIS_NAME).write_text(json.dumps({"components": {"decoder_self": {"tasks": tasks,
+                                                                                   "sharing": sharing}}}))
+
+
 def write_selection_record(folder: Path, changed: bool) -> None:
     """The analysis, selection log and logits of a head-selection run: three target languages, one choice changed or
     not."""
-    from safetensors.torch import save_file
-
-    from hf_headsel.analysis import ANALYSIS_NAME, SELECTION_LOG_NAME
-
     save_file({"head_selection.decoder_self.logits": torch.tensor([[[-5.0, 0.5, 0.0, -1.0]]] * 3),
                "model.shared.weight": torch.full((2, 2), 9.0)}, str(folder / "model.safetensors"))
     tasks = ["de", "es", "fr"]  # es-fr: the Romance pair; de-es, de-fr: the others
-    sharing = [[1.0, 0.25, 0.5], [0.25, 1.0, 0.75], [0.5, 0.75, 1.0]]
-    (folder / ANALYSIS_NAME).write_text(json.dumps({"components": {"decoder_self": {"tasks": tasks,
-                                                                                   "sharing": sharing}}}))
+    write_head_sharing(folder, tasks, [[1.0, 0.25, 0.5], [0.25, 1.0, 0.75], [0.5, 0.75, 1.0]])
     before = {task: [[0, 1]] for task in tasks}
-    after = {**before, "fr": [[2, 1]] if changed else [[0, 1]]}
-    (folder / SELECTION_LOG_NAME).write_text("\n".join(
-        json.dumps({"step": step, "selections": {"decoder_self": selections}})
-        for step, selections in ((0, before), (10, before), (20, after))) + "\n")
+    write_selection_log(folder, before, before, {**before, "fr": [[2, 1]] if changed else [[0, 1]]})
 
 
 def test_demo_seeds_leaves_out_a_sharing_row_without_pairs_of_its_kind(tmp_path):
@@ -698,6 +916,25 @@ def test_demo_seeds_leaves_out_a_sharing_row_without_pairs_of_its_kind(tmp_path)
     summary = demo_seeds.selection_summary(tmp_path)
     assert "decoder_self sharing, Romance pairs" not in summary
     assert summary["decoder_self sharing, other pairs"] == pytest.approx((0.25 + 0.5 + 0.75) / 3)
+
+
+def test_demo_seeds_selection_summary_counts_events_last_change_and_mean_sharing(tmp_path):
+    """Change events sum every logged step's changes (a step moving two choices is two); the last change is the step
+    of the last one, not the first; head sharing is the mean over the pairs, not the median."""
+    import demo_seeds
+
+    write_selection_record(tmp_path, changed=False)  # its log and analysis replaced:
+    # step 10: fr moves one choice; step 20: nothing; step 30: de moves two
+    write_selection_log(tmp_path, {"de": [[0, 1]], "fr": [[0, 1]]}, {"de": [[0, 1]], "fr": [[2, 1]]},
+                        {"de": [[0, 1]], "fr": [[2, 1]]}, {"de": [[3, 2]], "fr": [[2, 1]]})
+    # the Romance pair: es-fr; the five others: de-es, de-fr, de-ru (nothing shared: their median is 0), es-ru, fr-ru
+    write_head_sharing(tmp_path, ["de", "es", "fr", "ru"], [[1.0, 0.0, 0.0, 0.0], [0.0, 1.0, 0.75, 0.5],
+                                                           [0.0, 0.75, 1.0, 1.0], [0.0, 0.5, 1.0, 1.0]])
+    summary = demo_seeds.selection_summary(tmp_path)
+    assert summary["selection change events"] == 1 + 2
+    assert summary["last change at step"] == 30
+    assert summary["decoder_self sharing, Romance pairs"] == 0.75
+    assert summary["decoder_self sharing, other pairs"] == pytest.approx((0 + 0 + 0 + 0.5 + 1.0) / 5)
 
 
 def test_a_change_undone_is_two_events_and_no_net_change(tmp_path):
@@ -740,6 +977,11 @@ def test_demo_seeds_pairs_the_systems_run_by_run_and_reads_what_the_selection_le
     assert "| BLEU avg | 6.50 ± 0.71 | 5.00 ± 0.00 | 1.50 ± 0.71 | 2 of 2 |" in report
     assert "| degenerate outputs (%) | 0.00 ± 0.00 | 25.00 ± 35.36 | -25.00 ± 35.36 | 1 of 2 |" in report
     assert "| selection choices changed, first to last | 0.500 ± 0.707 | 1, 0 |" in report
+    # chrF per direction (no row of SCORES): higher is better, so group's German beats seed1's degenerate one, and a
+    # tie is no win
+    german = next(line for line in report.splitlines() if line.startswith("| chrF en-de |"))
+    assert german.startswith("| chrF en-de | 100.00 ± 0.00 |") and german.endswith("| 1 of 2 |")
+    assert "| chrF en-es | 100.00 ± 0.00 | 100.00 ± 0.00 | 0.00 ± 0.00 | 0 of 2 |" in report
 
     # a probe's head-selection runs pair with the demo folders' baselines, in order
     probe = tmp_path / "probe_seed1"
@@ -751,10 +993,13 @@ def test_demo_seeds_pairs_the_systems_run_by_run_and_reads_what_the_selection_le
     stopped = tmp_path / "stopped_while_writing"  # its scores written, its hypotheses file still empty
     write_recipe_run(stopped, 3.4, 6.0, "Hallo")
     (stopped / "generated_predictions.jsonl").write_text("")
+    unscored = tmp_path / "unscored"  # its hypotheses written, not its test scores
+    write_recipe_run(unscored, 3.4, 6.0, "Hallo")
+    (unscored / "predict_results.json").unlink()
+    not_finished = "not finished runs (no predict_results.json, or no generated_predictions.jsonl or an empty one): "
     for argv, message in (([str(tmp_path / "missing")], "not finished runs"),
-                          ([str(runs[0]), "--group", str(stopped)], f"not finished runs (no predict_results.json, or "
-                                                                    f"no generated_predictions.jsonl or an empty one): "
-                                                                    f"{stopped}"),
+                          ([str(runs[0]), "--group", str(stopped)], f"{not_finished}{stopped}"),
+                          ([str(runs[0]), "--group", str(unscored)], f"{not_finished}{unscored}"),
                           ([*map(str, runs), "--group", str(probe)], "pairs one run with each demo folder"),
                           ([str(runs[0]), str(runs[0])], "runs names a folder twice")):  # one run as two seeds
         with pytest.raises(SystemExit):
@@ -910,6 +1155,22 @@ def test_copy_source_chrf_scores_the_source_as_the_output_of_every_direction(tmp
         copy_source_chrf.main(["--corpus_dir", str(tmp_path)])
 
 
+def test_copy_source_chrf_scores_the_source_as_the_hypothesis_and_counts_every_pair(tmp_path):
+    """The source is the hypothesis and the target the reference (chrF weighs recall: the order matters), and
+    `test_sentences` counts the pairs, not the directions."""
+    import sacrebleu
+
+    for lang in LANGUAGES:
+        rows = [{"source": "Add a site", "target": "Add a site now"}]
+        write_jsonl(tmp_path / "mt" / f"test_en_{lang}_django.jsonl", rows * (2 if lang == "de" else 1))
+    scores = copy_source_chrf.main(["--corpus_dir", str(tmp_path)])
+    assert scores["test_sentences"] == len(LANGUAGES) + 1
+    as_output = sacrebleu.corpus_chrf(["Add a site"], [["Add a site now"]]).score
+    as_reference = sacrebleu.corpus_chrf(["Add a site now"], [["Add a site"]]).score
+    assert as_output < as_reference  # a copy shorter than its reference misses recall
+    assert scores["chrf_en-de"] == pytest.approx(as_output, abs=0.01)
+
+
 def test_corpus_overlap_counts_near_duplicates_of_training_sentences(tmp_path):
     mt = tmp_path / "mt"
     write_jsonl(mt / "train_en_fr_shop.jsonl", [{"source": "Shipping methods", "target": "x"},
@@ -923,6 +1184,30 @@ def test_corpus_overlap_counts_near_duplicates_of_training_sentences(tmp_path):
     shop, everything = [row for row in rows if row["split"] == "test"]
     assert shop == dict(everything, domain="shop")
     assert (shop["pairs"], shop["english"], shop["variant"], shop["ratio"]) == (4, 3, 1, 1)
+
+
+def test_corpus_overlap_variant_key_strips_articles_and_plural_s_only():
+    """Articles go; a plural -s goes from words of 4+ letters, not from -ss words nor short ones (its, has)."""
+    assert corpus_overlap.variant_key("The shipping methods") == "shipping method"
+    assert corpus_overlap.variant_key("Its class has an address") == "its class has address"
+
+
+def test_corpus_overlap_reads_every_evaluation_split_and_tables_shares_of_the_pairs(tmp_path):
+    """Rows for dev and test; a share is of the split's pairs, not of its distinct English sentences."""
+    mt = tmp_path / "mt"
+    write_jsonl(mt / "train_en_fr_shop.jsonl", [{"source": "Shipping methods", "target": "x"}])
+    write_jsonl(mt / "dev_en_fr_shop.jsonl", [{"source": "Shipping method", "target": "y"}])
+    for lang in ("de", "fr"):  # one English sentence in two languages, and one more in French
+        write_jsonl(mt / f"test_en_{lang}_shop.jsonl", [{"source": "Shipping method", "target": "y"}]
+                    + ([{"source": "Something else", "target": "z"}] if lang == "fr" else []))
+    rows = corpus_overlap.overlap_rows(corpus_overlap.read_pairs(tmp_path))
+    assert [(row["split"], row["domain"]) for row in rows] == [("dev", "shop"), ("dev", "all"), ("test", "shop"),
+                                                               ("test", "all")]
+    test_shop = rows[2]
+    # fuzz.ratio("shipping method", "shipping methods") = 100 * 2 * 15 / 31 = 96.8 >= 95: a near-duplicate too
+    assert (test_shop["pairs"], test_shop["english"], test_shop["variant"], test_shop["ratio"]) == (3, 2, 2, 2)
+    # 2 of 3 pairs (66.7 %), not 2 of 2 distinct sentences (100 %)
+    assert "| test | shop | 3 | 2 | 2 (66.7 %) | 2 (66.7 %) |" in corpus_overlap.table(rows, "cmd")
 
 
 def test_performance_quick_sweep_reports_both_systems_and_the_tasks_a_batch_holds(tmp_path, capsys):
@@ -942,3 +1227,36 @@ def test_performance_quick_sweep_reports_both_systems_and_the_tasks_a_batch_hold
     assert points[(2, 8)]["tasks_per_batch"] == {"train": 2, "generate": 2}
     table = out.with_suffix(".md").read_text()
     assert "| 8 | 8 | 4 / 4 |" in table and table in capsys.readouterr().out
+
+
+def test_performance_point_ratios_and_report_columns():
+    """Cost ratio headsel / stock of the medians, tokens per second of the median step, memory ratio headsel / stock,
+    and the report's stock-then-headsel columns."""
+    import performance
+
+    mib = performance.MIB
+    seconds = {"train step": {"stock": [1.0, 2.0, 3.0], "headsel": [2.0, 2.5, 4.0]},  # medians 2.0, 2.5
+               "generate greedy": {"stock": [0.010], "headsel": [0.012]},
+               "generate beam 5": {"stock": [0.020], "headsel": [0.030]}}
+    result = performance.PointResult(performance.Point(2, 8, ("tasks",)), 100, {"train": 2, "generate": 2},
+                                     seconds, {"train step": {"stock": 2 * mib, "headsel": 3 * mib},
+                                               "generate beam 5": {"stock": 4 * mib, "headsel": 5 * mib}},
+                                     {"stock": 10 * mib, "headsel": 11 * mib})
+    assert result.cost_ratio("train step") == 1.25
+    assert (result.tokens_per_s("stock"), result.tokens_per_s("headsel")) == (50.0, 40.0)  # 100 tokens a step
+    assert result.memory_ratio("train step") == 1.5 and result.memory_ratio("generate beam 5") == 1.25
+    cfg = overhead.BenchConfig(**overhead.QUICK)
+    environment = dict(device="cpu", dtype="float32", batch_kind="mixed", torch="t", transformers="tf", threads=1)
+    report = performance.report([result], cfg, environment, "peak RSS")
+    assert "| 2 | 8 | 2 / 2 | 50 | 40 | 1.250 | 10.0 | 12.0 | 1.200 | 20.0 | 30.0 | 1.500 |" in report
+    assert "| 2 | 8 | 10.0 | 11.0 | 2.0 | 3.0 | 1.500 | 4.0 | 5.0 | 1.250 |" in report
+
+
+def test_performance_refuses_a_total_heads_the_group_strategy_cannot_split():
+    """The group strategy needs H' a multiple of H (H = 4: 6 is refused, 8 is not)."""
+    import performance
+
+    base = overhead.BenchConfig()
+    assert [p.total_heads for p in performance.sweep_points(base, [4], [4, 8])] == [8, 4]
+    with pytest.raises(SystemExit, match="--total-heads 6"):
+        performance.sweep_points(base, [4], [6])
