@@ -350,11 +350,15 @@ def test_resume_continues_same_data_and_selector_state(text_corpus, tmp_path):
         (["--do_train", "--tokenizer_model_type", "bogus"], "--tokenizer_model_type 'bogus': use one of unigram"),
         (["--do_train", "--vocab_size", "0"], "--vocab_size 0: must be at least 1"),
         (["--do_train", "--tokenizer_max_sentences", "0"], "--tokenizer_max_sentences 0: must be at least 1"),
+        (["--do_train", "--config_overrides", TINY_TEXT + ",head_selection_strategy=subset"],
+         "--config_overrides cannot set head-selection settings \\['head_selection_strategy'\\]"),
+        (["--do_train", "--config_overrides", TINY_TEXT + ",dropout"], "--config_overrides items must look like"),
     ],
     ids=["predict-without-a-model", "temperature-schedule", "noise-schedule", "early-stopping", "average-unsaved",
          "average-more-than-kept", "bleu-tokenizer", "task-tag-in-mt", "resume-missing", "resume-none",
          "task-sampling-and-another-order", "error-rate-higher-better", "average-beside-the-best",
-         "tokenizer-model-type", "vocab-size", "tokenizer-sentences"],
+         "tokenizer-model-type", "vocab-size", "tokenizer-sentences", "head-selection-override",
+         "malformed-override"],
 )
 def test_flag_rules_fail_before_any_work(text_corpus, tmp_path, flags, message):
     out = tmp_path / "run"

@@ -23,7 +23,8 @@ from .audio import SpecAugment
 from .collator import Seq2SeqCollator
 from .data import DataError, collect_tasks, load_splits
 from .metrics import TaskMetrics, is_noise_dependent, is_unlearned
-from .modeling import STRUCTURAL_KEYWORDS, build_model, checkpoint_tasks, find_checkpoints, load_averaged_weights
+from .modeling import (STRUCTURAL_KEYWORDS, build_model, checkpoint_tasks, find_checkpoints, load_averaged_weights,
+                       parse_config_overrides, refuse_head_selection_overrides)
 from .publishing import publish, take_push_to_hub
 from .preprocess import PrepareContext, SplitReport, prepare_split, write_report
 from .results_keys import TRAIN_LOSS_EVAL_MODE, TRAIN_LOSS_TRAIN_MODE, predictions_path, unusable_key
@@ -294,6 +295,8 @@ def check_flags(task: RecipeTask, model_args: ModelArguments, head_args: HeadSel
     if training_args.do_train:
         check_output_dir(task, model_args, data_args, training_args)
     check_tokenizer_flags(model_args.vocab_size, model_args.tokenizer_model_type, model_args.tokenizer_max_sentences)
+    # `build_model` checks them too, but only once the data is read and a tokenizer trained
+    refuse_head_selection_overrides(parse_config_overrides(model_args.config_overrides))
     if not model_args.shared_baseline:
         list(_schedules(head_args))  # each non-constant schedule has its final value
     if data_args.sampling_alpha != 1.0 and training_args.train_sampling_strategy != "random":
