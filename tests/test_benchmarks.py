@@ -907,12 +907,8 @@ def test_demo_seeds_leaves_out_a_sharing_row_without_pairs_of_its_kind(tmp_path)
     """A demo of languages with fewer than two Romance ones has no Romance pair: no row (a mean of nothing raised)."""
     import demo_seeds
 
-    from hf_headsel.analysis import ANALYSIS_NAME
-
     write_selection_record(tmp_path, changed=False)
-    analysis = {"components": {"decoder_self": {"tasks": ["de", "el", "es"],
-                                                "sharing": [[1.0, 0.25, 0.5], [0.25, 1.0, 0.75], [0.5, 0.75, 1.0]]}}}
-    (tmp_path / ANALYSIS_NAME).write_text(json.dumps(analysis))
+    write_head_sharing(tmp_path, ["de", "el", "es"], [[1.0, 0.25, 0.5], [0.25, 1.0, 0.75], [0.5, 0.75, 1.0]])
     summary = demo_seeds.selection_summary(tmp_path)
     assert "decoder_self sharing, Romance pairs" not in summary
     assert summary["decoder_self sharing, other pairs"] == pytest.approx((0.25 + 0.5 + 0.75) / 3)
@@ -940,11 +936,7 @@ def test_demo_seeds_selection_summary_counts_events_last_change_and_mean_sharing
 def test_a_change_undone_is_two_events_and_no_net_change(tmp_path):
     import recipe_curves
 
-    from hf_headsel.analysis import SELECTION_LOG_NAME
-
-    rows = ([[0, 1]], [[2, 1]], [[0, 1]])
-    (tmp_path / SELECTION_LOG_NAME).write_text("\n".join(
-        json.dumps({"step": 10 * i, "selections": {"decoder_self": {"de": row}}}) for i, row in enumerate(rows)))
+    write_selection_log(tmp_path, {"de": [[0, 1]]}, {"de": [[2, 1]]}, {"de": [[0, 1]]})
     assert recipe_curves.selection_changes(tmp_path) == [(10, 1), (20, 1)]
     assert recipe_curves.net_selection_changes(tmp_path) == 0
     assert recipe_curves.net_selection_changes(tmp_path / "no_log") is None
