@@ -54,9 +54,9 @@ class ModelArguments:
         default=None,
         metadata={"help": "Comma-separated `key=value` overrides of the model config, e.g. "
                           "'d_model=64,encoder_layers=2'. Values are parsed as JSON when they can be. From scratch, "
-                          "init_std defaults to d_model ** -0.5 (fairseq's initialisation), not 0.02. A stock checkpoint (shared "
-                          "baseline or upcycled) loads with them. Head-selection settings with flags of their own "
-                          "are refused here."},
+                          "init_std defaults to d_model ** -0.5 (fairseq's initialisation), not 0.02. A stock "
+                          "checkpoint (shared baseline or upcycled) loads with them. Head-selection settings with "
+                          "flags of their own are refused here."},
     )
     tokenizer_name: str | None = field(
         default=None, metadata={"help": "A tokenizer folder. Default: the checkpoint's, else one trained on the data."}
