@@ -833,6 +833,23 @@ def test_revision_ab_times_the_stock_model_an_earlier_revision_and_the_checkout(
     assert AutoConfig.for_model("headsel_marian").__class__ is hf_headsel.HeadSelMarianConfig
 
 
+def test_revision_ab_twin_runs_the_earlier_revisions_classes_with_the_same_weights(tmp_path):
+    """The earlier twin is built from the earlier package's classes (not the checkout's) and carries the model's
+    weights: at `--rev HEAD` it computes exactly what the model computes, mixed tasks and every component selecting."""
+    import revision_ab
+
+    for name in [name for name in sys.modules if name.split(".")[0] == revision_ab.EARLIER]:
+        del sys.modules[name]  # imported afresh from this test's folder
+    revision_ab.import_revision("HEAD", tmp_path)
+    model = MARIAN.model(head_selection_components=list(COMPONENTS))
+    twin = revision_ab.earlier_twin(model, "marian")
+    assert type(twin).__module__ == f"{revision_ab.EARLIER}.modeling_headsel_marian" and not twin.training
+    routing = dict(encoder_task_ids=torch.tensor([0, 1, 0, 1]), decoder_task_ids=torch.tensor([0, 1, 2, 0]))
+    inputs = dict(MARIAN.inputs(), decoder_input_ids=MARIAN.decoder_input_ids(), **routing)
+    with torch.no_grad():
+        torch.testing.assert_close(twin(**inputs).logits, model(**inputs).logits, rtol=0, atol=0)
+
+
 def test_the_paired_ratio_compares_each_round_with_its_own_stock_call():
     # the stock model drifts 2x across rounds; head selection costs 1.1x its own round's stock call in all but one
     stock = [1.0, 2.0, 1.0, 2.0, 1.0, 2.0, 1.0, 2.0, 1.0]
