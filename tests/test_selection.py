@@ -408,6 +408,16 @@ def test_a_model_offloaded_by_accelerate_computes_what_it_computes_loaded(family
             selector.task_kl()
 
 
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_a_model_built_from_its_config_in_half_precision_keeps_the_selection_logits_in_float32(family, dtype):
+    # `from_config(..., dtype=)` builds under that default dtype; `_keep_in_fp32_modules_strict` promises float32 for
+    # phi, as `from_pretrained(..., dtype=)` gives (below), whichever way the model is made
+    config = family.config(head_selection_components=ALL_COMPONENTS)
+    model = family.auto_model_class.from_config(config, dtype=dtype)
+    assert {selector.logits.dtype for selector in model.head_selection.values()} == {torch.float32}
+    assert model.model.encoder.layers[0].fc1.weight.dtype == dtype  # the rest is built in the dtype asked for
+
+
 def test_half_precision_keeps_the_selection_logits_in_float32(family, tmp_path):
     # near-ties of phi rounded to equal values in bfloat16 and changed the heads chosen
     model = family.model()

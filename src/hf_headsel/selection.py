@@ -43,7 +43,10 @@ class HeadSelector(nn.Module):
         self.num_tasks, self.num_layers = num_tasks, num_layers
         self.heads, self.total_heads = heads, total_heads
         self.learned = strategy != "task_specific"
-        self.logits = nn.Parameter(torch.zeros(num_tasks, num_layers, total_heads)) if self.learned else None
+        # float32 whatever the default dtype: `from_config(config, dtype=torch.bfloat16)` builds the model under that
+        # default, and `_keep_in_fp32_modules_strict` promises these stay float32 (`from_pretrained` upcasts them)
+        phi = torch.zeros(num_tasks, num_layers, total_heads, dtype=torch.float32)
+        self.logits = nn.Parameter(phi) if self.learned else None
 
     def _apply(self, fn, *args, **kwargs):
         # `phi` keeps its precision when the model is cast to half precision (`.to(torch.bfloat16)`, `.half()`; moves
