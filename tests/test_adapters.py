@@ -105,8 +105,8 @@ def test_generate_with_direction_adapters_routes_the_encoder_by_both_tasks(famil
 
 
 def test_generate_with_direction_adapters_masks_the_padding_in_its_encoder_pass(family):
-    # generate runs the encoder itself for direction adapters: its first step must score what a forward pass with the
-    # same attention mask does (the last example is padded; unmasked, its padding would be attended)
+    # generate's encoder pass routes by both tasks for direction adapters: its first step must score what a forward
+    # pass with the same attention mask does (the last example is padded; unmasked, its padding would be attended)
     model = family.model(task_adapter_dim=8, task_adapter_key="direction")
     perturb_adapters(model)
     inputs, ids = family.inputs(), dict(encoder_task_ids=ENCODER_IDS, decoder_task_ids=DECODER_IDS)
@@ -119,7 +119,7 @@ def test_generate_with_direction_adapters_masks_the_padding_in_its_encoder_pass(
 
 @pytest.mark.parametrize("how", ["generation_config", "positional"])
 def test_generate_with_direction_adapters_captures_the_encoder_outputs_its_generation_config_asks_for(family, how):
-    # generate runs the encoder itself for direction adapters: it read output_* from keywords and the model's own
+    # generate once ran the encoder itself for direction adapters: it read output_* from keywords and the model's own
     # generation config, so a generation_config argument asking for them got encoder_attentions None
     model = family.model(task_adapter_dim=8, task_adapter_key="direction", attn_implementation="eager")
     perturb_adapters(model)

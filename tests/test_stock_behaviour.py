@@ -776,10 +776,17 @@ def test_every_generate_option_gives_the_stock_output(family, case):
     assert_same(got, expected, case)
 
 
+#: Head-selection verifier and draft with task adapters keyed by direction: their encoders read the decoder tasks too.
+DIRECTION_ADAPTERS = dict(task_adapter_dim=4, task_adapter_key="direction")
+
+
 def draft_model(family, kind: str):
-    """A draft for assisted decoding: a head-selection model or a stock one, its weights not the verifier's, so that
-    some of its candidates are rejected."""
-    draft = build(family, 2) if kind == "head_selection_draft" else family.stock_model_class(family.stock_config())
+    """A draft for assisted decoding: a head-selection model (with adapters keyed by direction if the kind says so)
+    or a stock one, its weights not the verifier's, so that some of its candidates are rejected."""
+    if kind == "stock_draft":
+        draft = family.stock_model_class(family.stock_config())
+    else:
+        draft = build(family, 2, **(DIRECTION_ADAPTERS if kind == "adapters_draft" else {}))
     generator = torch.Generator().manual_seed(11)
     with torch.no_grad():
         for parameter in draft.parameters():
@@ -791,12 +798,13 @@ def draft_model(family, kind: str):
 CANDIDATE_DECODING = dict(do_sample=False, max_new_tokens=8, min_new_tokens=8)
 
 
-@pytest.mark.parametrize("candidates", ["prompt_lookup", "head_selection_draft", "stock_draft"])
+@pytest.mark.parametrize("candidates", ["prompt_lookup", "head_selection_draft", "adapters_draft", "stock_draft"])
 def test_candidate_decoding_generates_what_greedy_decoding_does(family, candidates):
     """Prompt-lookup and assisted decoding, greedy, one example at a time (as transformers requires): the model
     verifies several candidate tokens in one step and crops its caches back to those it accepts, so it generates what
-    plain greedy decoding does, for each example's tasks. A stock draft drafts without the task keywords."""
-    model = build(family, 2)
+    plain greedy decoding does, for each example's tasks. A stock draft drafts without the task keywords; a draft
+    whose encoder reads the decoder tasks (adapters keyed by direction) gets them in its own encoder pass."""
+    model = build(family, 2, **(DIRECTION_ADAPTERS if candidates == "adapters_draft" else {}))
     extra = (dict(prompt_lookup_num_tokens=2) if candidates == "prompt_lookup"
              else dict(assistant_model=draft_model(family, candidates)))
     inputs = family.inputs()

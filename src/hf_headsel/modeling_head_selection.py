@@ -411,32 +411,10 @@ class HeadSelectionModelMixin(HeadSelectionBaseModelMixin):
 
     def generate(self, inputs: torch.Tensor | None = None, *args, encoder_task_ids=None, decoder_task_ids=None,
                  **kwargs):
-        """`GenerationMixin.generate`, every example routed by its `encoder_task_ids` / `decoder_task_ids`.
-
-        `generate` hands the encoder no `decoder_*` keyword; when the encoder needs the decoder tasks too (adapters
-        keyed by direction) the encoder outputs are computed here, with both.
-        """
+        """`GenerationMixin.generate`, every example routed by its `encoder_task_ids` / `decoder_task_ids`."""
         encoder_task_ids, decoder_task_ids = (
             self._generation_task_ids(side, ids) for side, ids in zip(SIDES, (encoder_task_ids, decoder_task_ids))
         )
-        if self._encoder_uses_decoder_tasks() and kwargs.get("encoder_outputs") is None:
-            inputs = kwargs.pop(self.main_input_name, inputs)
-            encoder_inputs = {self.main_input_name: inputs} if inputs is not None else {
-                "inputs_embeds": kwargs.pop("inputs_embeds", None)}
-            reference = first_tensor(*encoder_inputs.values())
-            # what the stock encoder pass reads: a keyword, else the call's generation config (keyword or the
-            # second positional argument, as `GenerationMixin.generate` takes it), else the model's
-            generation_config = kwargs.get("generation_config") or (args[0] if args else None) or self.generation_config
-            with torch.no_grad():
-                kwargs["encoder_outputs"] = self.get_encoder()(
-                    **encoder_inputs,
-                    attention_mask=kwargs.get("attention_mask"),
-                    head_selection_routing=self.task_routes(
-                        encoder_task_ids, decoder_task_ids, reference.shape[0], reference.device),
-                    output_attentions=kwargs.get("output_attentions", generation_config.output_attentions),
-                    output_hidden_states=kwargs.get("output_hidden_states", generation_config.output_hidden_states),
-                    return_dict=True,
-                )
         outer = self.__dict__.get("_generation_memo")  # a generate call inside a generate call keeps its own
         self.__dict__["_generation_memo"] = {}
         try:
@@ -517,14 +495,17 @@ class HeadSelectionModelMixin(HeadSelectionBaseModelMixin):
 
     def _encoder_pass_for_generation(self, inputs_tensor, model_kwargs, model_input_name, generation_config):
         """The stock encoder pass of `generate`, its task ids validated and routed once for all the layers: raw ids
-        would be validated by every layer, each time with a host synchronisation. Installed under the installed
-        transformers' name for that pass ([`GENERATION_ENCODER_PASS`], below the class)."""
+        would be validated by every layer, each time with a host synchronisation. The stock pass hands the encoder
+        no `decoder_*` keyword, so the routing also carries the decoder tasks when the encoder needs them (adapters
+        keyed by direction). `generate` runs it, and so does assisted decoding for a head-selection draft. Installed
+        under the installed transformers' name for that pass ([`GENERATION_ENCODER_PASS`], below the class)."""
         stock_pass = getattr(super(), GENERATION_ENCODER_PASS)
-        if ROUTING_KWARG in model_kwargs or self._encoder_uses_decoder_tasks():
+        if ROUTING_KWARG in model_kwargs:
             return stock_pass(inputs_tensor, model_kwargs, model_input_name, generation_config)
-        route = self._remembered_route(
-            "encoder", model_kwargs.get("encoder_task_ids"), inputs_tensor.shape[0], inputs_tensor.device)
-        model_kwargs[ROUTING_KWARG] = Routing(encoder=route, decoder=None)  # the encoder reads only its own side
+        sides = SIDES if self._encoder_uses_decoder_tasks() else ("encoder",)
+        routes = {side: self._remembered_route(side, model_kwargs.get(f"{side}_task_ids"), inputs_tensor.shape[0],
+                                               inputs_tensor.device) for side in sides}
+        model_kwargs[ROUTING_KWARG] = Routing(**{"decoder": None, **routes})  # the sides the encoder reads
         try:
             return stock_pass(inputs_tensor, model_kwargs, model_input_name, generation_config)
         finally:  # the decoding steps route themselves (`forward`)
