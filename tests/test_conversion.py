@@ -401,8 +401,14 @@ def test_task_adapters_upcycle_exactly_but_do_not_export(family):
 
 def test_from_stock_and_export_keep_the_dtype(family):
     stock = stock_model(family).to(torch.float64)
+    generator = torch.Generator().manual_seed(0)
+    with torch.no_grad():  # float64 weights that float32 cannot hold, as float64 training makes them
+        for parameter in stock.parameters():
+            parameter.add_(1e-3 * torch.randn(parameter.shape, generator=generator, dtype=torch.float64))
     model = from_stock(family["model"], stock, **TASKS)
     assert model.dtype == torch.float64
+    copied = "model.decoder.layers.0.fc1.weight"  # copied as it is both ways (a float32 round trip rounded it)
+    assert torch.equal(model.get_parameter(copied), stock.get_parameter(copied))
     inputs = model_inputs(family)
     if "input_features" in inputs:
         inputs["input_features"] = inputs["input_features"].double()
@@ -410,6 +416,7 @@ def test_from_stock_and_export_keep_the_dtype(family):
     # and back: the export is on the model's dtype too (a stock model is built in the default float32)
     exported = export_task_model(model, encoder_task="de", decoder_task="it")
     assert exported.dtype == torch.float64
+    assert torch.equal(exported.get_parameter(copied), stock.get_parameter(copied))
     torch.testing.assert_close(logits(exported, inputs), logits(model, inputs, 1, 2))
 
 

@@ -195,7 +195,8 @@ def export_task_model(
             name = attention_module_name(component, layer)
             rows = head_rows(layer_heads, model.get_submodule(name).head_dim)
             _select_projection_rows(state, name, rows)
-    stock = stock_class(stock_config)
+    # built in the model's dtype before the weights are copied in: a float64 model's would be rounded to float32
+    stock = stock_class(stock_config).to(dtype=model.dtype)
     stock.load_state_dict(state, strict=True)
     stock.generation_config = copy.deepcopy(model.generation_config)
     return stock.to(device=model.device, dtype=model.dtype).eval()
@@ -291,7 +292,7 @@ def from_stock(cls, stock_model_or_path, *, from_pretrained_kwargs: dict | None 
     _check_head_selection_keywords(head_selection_keywords)
     stock = _load_stock(cls, stock_model_or_path, from_pretrained_kwargs or {})
     config = cls.config_class(**_stock_config_kwargs(stock.config), **head_selection_keywords)
-    model = cls(config)
+    model = cls(config).to(dtype=stock.dtype)  # before the copy: float64 weights would be rounded to float32
     state = dict(stock.state_dict())
     for component, selector in model.head_selection.items():
         for layer in range(selector.num_layers):
