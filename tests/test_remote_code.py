@@ -160,3 +160,38 @@ def test_trust_remote_code_loads_without_hf_headsel(family, saved, tmp_path):
         assert torch.equal(out["base_selected_heads"][component], heads), component
     assert torch.equal(out["base_hidden"], expected_hidden)
     assert (tmp_path / "modules").is_dir()  # the remote modules were copied into the fresh cache
+
+
+REFUSALS_CHILD = """
+    import transformers
+
+    transformers.logging.set_verbosity_error()
+    model_dir, auto_name = sys.argv[1:3]
+    auto_class = getattr(transformers, auto_name)
+    config = transformers.AutoConfig.from_pretrained(model_dir, trust_remote_code=True, head_selection_strategy="group")
+    for how, keywords in (("strategy", dict(head_selection_strategy="group")), ("adapters", dict(task_adapter_dim=4)),
+                          ("config=", dict(config=config))):
+        try:
+            auto_class.from_pretrained(model_dir, trust_remote_code=True, **keywords)
+        except ValueError as error:
+            print(how, "refused:", str(error).replace("\\n", " "))
+        except Exception as error:  # the stock loading's size-mismatch RuntimeError, say
+            print(how, "failed otherwise:", type(error).__name__)
+        else:
+            print(how, "loaded")
+    assert "hf_headsel" not in sys.modules
+"""
+
+
+def test_trust_remote_code_refuses_a_change_of_the_trained_structure(family, tmp_path):
+    """Remote code imports the configuration module twice (once for AutoConfig, once for the model classes), as two
+    modules: the refusal of a changed strategy or adapter size, through an Auto class's keywords or its `config=`,
+    checked the config with `isinstance` against the other copy's class and let the model load."""
+    path = tmp_path / "model"
+    family.model(head_selection_strategy="subset", task_adapter_dim=2).save_pretrained(path)
+    result = run_without_hf_headsel(REFUSALS_CHILD, [str(path), family.auto_model_class.__name__], tmp_path)
+    assert result.returncode == 0, result.stderr[-4000:]
+    lines = result.stdout.strip().splitlines()
+    assert [line.split()[0] for line in lines] == ["strategy", "adapters", "config="], result.stdout
+    for line in lines:
+        assert " refused: " in line and "would change the trained model" in line, line

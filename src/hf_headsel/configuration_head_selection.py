@@ -346,6 +346,13 @@ CONFIG_FILE_KEYWORDS = ("cache_dir", "force_download", "proxies", "token", "loca
                         "_commit_hash")
 
 
+def is_head_selection_config(config) -> bool:
+    """Whether `config` is a head-selection config, made by this copy of the module or by another: remote code
+    (`trust_remote_code=True`) imports this module once for `AutoConfig` and once for the model classes, as two
+    modules, so an `isinstance` check against one copy's [`HeadSelectionConfigMixin`] misses the other's configs."""
+    return any(base.__name__ == HeadSelectionConfigMixin.__name__ for base in type(config).__mro__)
+
+
 def refuse_structure_change(config: HeadSelectionConfigMixin, requested: dict,
                              given_as: str = "from_pretrained(..., {name}={value!r})") -> None:
     """`ValueError` if a keyword in `requested` (as `from_pretrained` got it: `given_as`) differs from the saved
@@ -393,6 +400,7 @@ __all__ = [
     "KEYWORD_ROLES",
     "KeywordSpec",
     "head_selection_keywords",
+    "is_head_selection_config",
     "SIDES",
     "STRATEGIES",
     "TRAINED_STRUCTURE_KEYWORDS",

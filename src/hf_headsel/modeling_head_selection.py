@@ -38,6 +38,7 @@ from .configuration_head_selection import (
     HeadSelectionConfigMixin,
     attention_path,
     component_side,
+    is_head_selection_config,
     refuse_saved_structure_change,
     refuse_structure_change,
 )
@@ -218,7 +219,7 @@ class HeadSelectionBaseModelMixin:
         fixed = {name: kwargs.pop(name) for name in TRAINED_STRUCTURE_KEYWORDS if name in kwargs}
         checkpoint = args[0] if args else kwargs.get("pretrained_model_name_or_path")
         given = kwargs.get("config")
-        if isinstance(given, HeadSelectionConfigMixin) and checkpoint is not None:
+        if is_head_selection_config(given) and checkpoint is not None:
             kept = TRAINED_STRUCTURE_KEYWORDS + ADAPTER_KEYWORDS
             refuse_saved_structure_change(cls.config_class, checkpoint, {name: getattr(given, name) for name in kept},
                                           kwargs, given_as="from_pretrained(..., config=<a config with {name}={value!r}>)")
