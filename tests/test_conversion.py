@@ -11,6 +11,7 @@ import importlib.util
 import itertools
 import json
 import os
+import sys
 from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -46,9 +47,11 @@ from hf_headsel.conversion import (
     export_task_model,
     from_stock,
     head_rows,
+    is_head_selection_model_class,
     resolve_export_tasks,
     stock_model_class,
 )
+from hf_headsel.configuration_head_selection import HeadSelectionConfigMixin, is_head_selection_config
 from hf_headsel.model_folder import prepare_model_folder
 from hf_headsel.selection import LOGIT_INIT_RANGE
 
@@ -365,6 +368,23 @@ def test_from_stock_loads_a_stock_checkpoint(family, tmp_path, hub_cache):
     cache = hub_cache(stock, "me/stock")
     cached = family["model"].from_stock("me/stock", from_pretrained_kwargs={"cache_dir": cache}, **TASKS)
     torch.testing.assert_close(logits(cached, inputs, 1, 2), logits(stock, inputs))
+
+
+def test_a_head_selection_class_is_recognised_whichever_copy_of_the_config_module_made_it(family, monkeypatch):
+    """Remote code imports `configuration_head_selection` once for `AutoConfig` and once for the model classes, as two
+    modules: a class whose config comes from the other copy is still a head-selection class (and a stock one is not)."""
+    path = ROOT / "src" / "hf_headsel" / "configuration_head_selection.py"  # it imports only the standard library
+    spec = importlib.util.spec_from_file_location("configuration_head_selection_other_copy", path)
+    other = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, spec.name, other)  # its dataclasses look their module up there
+    spec.loader.exec_module(other)
+    assert other.HeadSelectionConfigMixin is not HeadSelectionConfigMixin
+    other_config = type("OtherConfig", (other.HeadSelectionConfigMixin, family["stock_config"]), {})
+    other_model = type("OtherModel", (family["model"],), {"config_class": other_config})
+    assert is_head_selection_config(other_config) and is_head_selection_model_class(other_model)
+    assert stock_model_class(other_model) is family["stock_model"]
+    assert not is_head_selection_config(family["stock_config"]) and not is_head_selection_model_class(
+        family["stock_model"])
 
 
 def test_from_stock_rules(family, tmp_path):

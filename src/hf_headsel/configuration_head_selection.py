@@ -347,10 +347,12 @@ CONFIG_FILE_KEYWORDS = ("cache_dir", "force_download", "proxies", "token", "loca
 
 
 def is_head_selection_config(config) -> bool:
-    """Whether `config` is a head-selection config, made by this copy of the module or by another: remote code
-    (`trust_remote_code=True`) imports this module once for `AutoConfig` and once for the model classes, as two
-    modules, so an `isinstance` check against one copy's [`HeadSelectionConfigMixin`] misses the other's configs."""
-    return any(base.__name__ == HeadSelectionConfigMixin.__name__ for base in type(config).__mro__)
+    """Whether `config` (a config or a config class) is a head-selection one, made by this copy of the module or by
+    another: remote code (`trust_remote_code=True`) imports this module once for `AutoConfig` and once for the model
+    classes, as two modules, so an `isinstance` check against one copy's [`HeadSelectionConfigMixin`] misses the
+    other's configs."""
+    kind = config if isinstance(config, type) else type(config)
+    return any(base.__name__ == HeadSelectionConfigMixin.__name__ for base in kind.__mro__)
 
 
 def refuse_structure_change(config: HeadSelectionConfigMixin, requested: dict,

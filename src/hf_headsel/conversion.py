@@ -22,7 +22,7 @@ import torch
 from transformers import PreTrainedModel
 
 from .attention import PROJECTIONS, HeadSelectionAttentionMixin
-from .configuration_head_selection import HEAD_SELECTION_CONFIG_KEYS, SIDES, HeadSelectionConfigMixin, attention_path
+from .configuration_head_selection import HEAD_SELECTION_CONFIG_KEYS, SIDES, attention_path, is_head_selection_config
 from .routing import task_names
 
 # Keys of a head-selection `config.to_dict()` that must not reach a stock config.
@@ -45,7 +45,7 @@ def is_head_selection_model_class(cls: type) -> bool:
     """Whether `cls` is a head-selection model class (base or generation model): its config class is a
     head-selection config."""
     config_class = getattr(cls, "config_class", None)
-    return isinstance(config_class, type) and issubclass(config_class, HeadSelectionConfigMixin)
+    return isinstance(config_class, type) and is_head_selection_config(config_class)
 
 
 # Why a head-selection base model (`HeadSelMarianModel`, no LM head) is refused: the weight names are those of the
