@@ -3,6 +3,8 @@
 * `return_dict=False` (argument or config) returns the stock tuple, `head_selection_kl` last when labels are given;
 * `torch.compile(model, fullgraph=True)` traces the forward (evaluation and training) and compiled generation
   (static caches) gives what eager gives, also after the weights change;
+* `torch.export` of the whole model (strict or not, dynamic shapes, task ids as inputs) gives eager's logits; the
+  encoder or decoder alone exports non-strict, and strict export of it (ExecuTorch's wrappers) is refused clearly;
 * gradient checkpointing, reentrant or not, gives the gradients of an unchecked run;
 * the forwards declare `**kwargs: Unpack[TransformersKwargs]` like the stock ones;
 * base models (`HeadSelMarianModel`, `HeadSelSpeech2TextModel`) are registered with `AutoModel` and load from and into
@@ -433,6 +435,110 @@ def test_generate_follows_weights_changed_between_calls(family):
     model.clear_head_selection_cache()  # reference: nothing cached
     torch.testing.assert_close(after, model.generate(**kwargs).scores)
     assert not torch.allclose(before[0], after[0])
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# (2b) torch.export
+# ---------------------------------------------------------------------------------------------------------------
+
+
+class _LogitsOf(torch.nn.Module):
+    """The model's logits as a function of positional tensors, the form `torch.export` takes; the task ids are
+    inputs of the exported program, not constants baked into it."""
+
+    def __init__(self, model, main_input_name: str, with_ids: bool):
+        super().__init__()
+        self.model, self.main_input_name, self.with_ids = model, main_input_name, with_ids
+
+    def forward(self, inputs, attention_mask, decoder_input_ids, encoder_task_ids=None, decoder_task_ids=None):
+        ids = dict(encoder_task_ids=encoder_task_ids, decoder_task_ids=decoder_task_ids) if self.with_ids else {}
+        return self.model(**{self.main_input_name: inputs}, attention_mask=attention_mask,
+                          decoder_input_ids=decoder_input_ids, use_cache=False, **ids).logits
+
+
+def export_arguments(family, batch_size: int, length: int, seed: int, ids: dict | None) -> tuple:
+    inputs = family.inputs(batch_size=batch_size, seed=seed)
+    decoder_input_ids = family.decoder_input_ids(batch_size=batch_size, length=length, seed=seed + 1)
+    arguments = (inputs[family.main_input_name], inputs["attention_mask"], decoder_input_ids)
+    return arguments + (ids["encoder_task_ids"], ids["decoder_task_ids"]) if ids else arguments
+
+
+@pytest.mark.parametrize("ids, strict", [("mixed", True), ("default", False)], ids=["mixed-strict", "default"])
+def test_torch_export_of_the_whole_model_equals_eager(family, ids, strict, fresh_dynamo):
+    """`torch.export.export` of the whole model, batch and lengths dynamic, saved and loaded as a `.pt2` program,
+    gives eager's logits on another batch size, other lengths and other task ids: the routing is traced, not baked
+    in. Per-direction adapters and a pair-keyed cross-attention route per example in the graph too. Strict export
+    (dynamo, as transformers' ExecuTorch wrappers use) with mixed ids; non-strict with the default tasks."""
+    if ids == "mixed":
+        model = build(family, 2, task_adapter_dim=4, cross_attention_task_key="pair")
+        perturb_adapters(model)
+    else:
+        model = build(family, 2, default_encoder_task="de", default_decoder_task="fr")
+    wrapped = _LogitsOf(model, family.main_input_name, with_ids=ids == "mixed")
+    example = export_arguments(family, 4, 5, seed=3, ids=MIXED if ids == "mixed" else None)
+    batch = torch.export.Dim("batch", min=1, max=16)
+    # Speech2Text's two stride-2 convolutions: whole frames in steps of 4 keep the subsampled length exact
+    source = torch.export.Dim("source", min=2, max=30) if family.main_input_name == "input_ids" else \
+        4 * torch.export.Dim("source_quarters", min=2, max=7)
+    dynamic = [{0: batch, 1: source}, {0: batch, 1: source}, {0: batch, 1: torch.export.Dim("target", max=30)}]
+    dynamic += [{0: batch}, {0: batch}] if ids == "mixed" else []
+    with torch.no_grad():
+        program = torch.export.export(wrapped, example, dynamic_shapes=dynamic, strict=strict)
+        saved = io.BytesIO()
+        torch.export.save(program, saved)
+        saved.seek(0)
+        loaded = torch.export.load(saved).module()
+        other_ids = dict(encoder_task_ids=torch.tensor([1, 1, 0]), decoder_task_ids=torch.tensor([0, 2, 2]))
+        other = export_arguments(family, 3, 3, seed=8, ids=other_ids if ids == "mixed" else None)
+        torch.testing.assert_close(loaded(*other), wrapped(*other))
+        torch.testing.assert_close(loaded(*example), wrapped(*example))
+
+
+def test_torch_export_of_the_encoder_alone(family, fresh_dynamo):
+    """Non-strict export of the encoder alone gives eager's output; strict export of it (transformers' ExecuTorch
+    wrappers export so) cannot map `phi`, registered on the whole model, back to the exported module: it raises a
+    `ValueError` naming what to export instead, not torch's bare `KeyError`."""
+    from hf_headsel.attention import PART_EXPORT_REFUSAL
+
+    model = build(family, 2, default_encoder_task="de", default_decoder_task="fr")
+    encoder = model.get_encoder()
+    inputs = family.inputs()
+    example = (inputs[family.main_input_name], inputs["attention_mask"])
+
+    class Encoder(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.encoder = encoder
+
+        def forward(self, main_input, attention_mask):
+            return self.encoder(**{family.main_input_name: main_input},
+                                attention_mask=attention_mask).last_hidden_state
+
+    with torch.no_grad():
+        program = torch.export.export(Encoder(), example, strict=False)
+        torch.testing.assert_close(program.module()(*example), Encoder()(*example))
+        with pytest.raises(Exception) as raised:
+            torch.export.export(Encoder(), example, strict=True)
+    assert PART_EXPORT_REFUSAL in str(raised.value)
+
+
+def test_executorch_wrapper_exports_a_task_exported_as_a_stock_model(marian, fresh_dynamo):
+    """The README's route to transformers' ExecuTorch wrapper: refused on the head-selection model, it exports the
+    stock model of one task, whose exported encoder gives the head-selection encoder's output for that task."""
+    from transformers.integrations.executorch import Seq2SeqLMExportableModule
+
+    from hf_headsel.attention import PART_EXPORT_REFUSAL
+
+    model = build(marian, 2)
+    input_ids = marian.inputs(batch_size=1)["input_ids"]
+    with pytest.raises(Exception) as raised:
+        Seq2SeqLMExportableModule(model, max_hidden_seq_length=16, max_cache_length=8).export(input_ids)
+    assert PART_EXPORT_REFUSAL in str(raised.value)
+    stock = model.export_task_model(encoder_task="de", decoder_task="fr")
+    exported = Seq2SeqLMExportableModule(stock, max_hidden_seq_length=16, max_cache_length=8).export(input_ids)
+    with torch.no_grad():
+        expected = model.get_encoder()(input_ids=input_ids, encoder_task_ids=1).last_hidden_state
+        torch.testing.assert_close(exported.exported_encoder.module()(input_ids), expected)
 
 
 # ---------------------------------------------------------------------------------------------------------------

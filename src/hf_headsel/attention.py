@@ -31,6 +31,7 @@ from .routing import (
     Routing,
     TaskRoute,
     is_compiling,
+    is_strict_exporting,
     route_from_kwargs,
 )
 from .selection import HeadSelector
@@ -49,6 +50,14 @@ PROJECTIONS = ("q_proj", "k_proj", "v_proj")
 #: examples, gathered is faster at H' = 6 (8.6 %) or with 8 tasks of 1 (11.7 %), batched with 2 tasks of 4 or with
 #: beam search's 10 rows per task.
 EXAMPLES_PER_WEIGHT_READ = 4
+#: Strict `torch.export` registers `phi` as a parameter of the module it finds it through (this layer), and then
+#: cannot map it back to the exported root when that root is an encoder or decoder alone, which does not own it.
+PART_EXPORT_REFUSAL = (
+    "torch.export.export(..., strict=True) of a head-selection model's encoder or decoder alone (as transformers' "
+    "ExecuTorch wrappers such as Seq2SeqLMExportableModule do) is not supported: phi, the head-selection logits, "
+    "is registered on the whole model. Export the whole model, pass strict=False, or export a stock model of one "
+    "task (model.export_task_model(task)) and export that."
+)
 
 
 def cheaper_step_projection(route: TaskRoute, heads: int, total_heads: int) -> str:
@@ -513,6 +522,8 @@ class HeadSelectionAttentionMixin(EvalCacheMixin):
         **kwargs: Unpack[FlashAttentionKwargs],
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """Input shape: Batch x Time x Channel. Mirrors the stock attention, heads chosen per example."""
+        if kwargs.get(ROUTING_KWARG) is None and is_strict_exporting():  # a layer of an encoder or decoder alone
+            raise ValueError(PART_EXPORT_REFUSAL)
         route = route_from_kwargs(self.config, self.key_sides, kwargs, hidden_states)
         prepared = kwargs.get(EVAL_WEIGHTS_KWARG)  # a decoding step's validated caches (see `eval_weights`)
         prepared = prepared.get(self.selection_key) if prepared is not None else None
@@ -570,4 +581,4 @@ class HeadSelectionAttentionMixin(EvalCacheMixin):
         return attn_output, attn_weights
 
 
-__all__ = ["MIXED_BATCH_PROJECTIONS", "HeadSelectionAttentionMixin"]
+__all__ = ["MIXED_BATCH_PROJECTIONS", "PART_EXPORT_REFUSAL", "HeadSelectionAttentionMixin"]

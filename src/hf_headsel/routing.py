@@ -40,6 +40,11 @@ def is_compiling() -> bool:
     return torch.compiler.is_compiling() or torch.jit.is_tracing()
 
 
+def is_strict_exporting() -> bool:
+    """Whether `torch.export.export(..., strict=True)` is tracing (dynamo under export)."""
+    return torch.compiler.is_exporting() and torch.compiler.is_dynamo_compiling()
+
+
 def first_tensor(*candidates) -> torch.Tensor:
     """The first given tensor (or first tensor of a given model output): its batch size and device route the batch."""
     for candidate in candidates:
@@ -403,6 +408,7 @@ __all__ = [
     "TaskRoute",
     "first_tensor",
     "is_compiling",
+    "is_strict_exporting",
     "keyed_route",
     "permutation",
     "route_from_kwargs",
