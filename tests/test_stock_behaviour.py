@@ -467,13 +467,12 @@ def export_arguments(family, batch_size: int, length: int, seed: int, ids: dict 
 def test_torch_export_of_the_whole_model_equals_eager(family, ids, strict, fresh_dynamo):
     """`torch.export.export` of the whole model, batch and lengths dynamic, saved and loaded as a `.pt2` program,
     gives eager's logits on another batch size, other lengths and other task ids: the routing is traced, not baked
-    in. Per-direction adapters and a pair-keyed cross-attention route per example in the graph too. Strict export
-    (dynamo, as transformers' ExecuTorch wrappers use) with mixed ids; non-strict with the default tasks."""
-    if ids == "mixed":
-        model = build(family, 2, task_adapter_dim=4, cross_attention_task_key="pair")
-        perturb_adapters(model)
-    else:
-        model = build(family, 2, default_encoder_task="de", default_decoder_task="fr")
+    in. Per-direction adapters and a pair-keyed cross-attention route per example in the graph too; with the
+    default tasks, their one pair of tasks keeps the batch dynamic. Strict export (dynamo, as transformers' ExecuTorch
+    wrappers use) with mixed ids; non-strict with the default tasks."""
+    defaults = dict(default_encoder_task="de", default_decoder_task="fr") if ids == "default" else {}
+    model = build(family, 2, task_adapter_dim=4, cross_attention_task_key="pair", **defaults)
+    perturb_adapters(model)
     wrapped = _LogitsOf(model, family.main_input_name, with_ids=ids == "mixed")
     example = export_arguments(family, 4, 5, seed=3, ids=MIXED if ids == "mixed" else None)
     batch = torch.export.Dim("batch", min=1, max=16)

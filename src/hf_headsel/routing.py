@@ -311,7 +311,7 @@ def keyed_route(config: HeadSelectionConfigMixin, sides: Sequence[str], routes: 
     encoder, decoder = routes["encoder"], routes["decoder"]
     if encoder.single_task is not None and decoder.single_task is not None:
         pair = config.routing_key(sides, {"encoder": encoder.single_task, "decoder": decoder.single_task})
-        return TaskRoute.single(pair, len(encoder.ids), encoder.ids.device)
+        return TaskRoute.single(pair, encoder.ids.shape[0], encoder.ids.device)
     pairs = config.routing_key(sides, {"encoder": encoder.ids, "decoder": decoder.ids})
     if is_compiling():
         return TaskRoute.traced(pairs, config.num_keys(sides))
