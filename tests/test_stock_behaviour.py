@@ -3,8 +3,9 @@
 * `return_dict=False` (argument or config) returns the stock tuple, `head_selection_kl` last when labels are given;
 * `torch.compile(model, fullgraph=True)` traces the forward (evaluation and training) and compiled generation
   (static caches) gives what eager gives, also after the weights change;
-* `torch.export` of the whole model (strict or not, dynamic shapes, task ids as inputs) gives eager's logits; the
-  encoder or decoder alone exports non-strict, and strict export of it (ExecuTorch's wrappers) is refused clearly;
+* `torch.export` of the whole model (strict or not, dynamic shapes, task ids as inputs) gives eager's logits, and so
+  does its ONNX export in ONNX Runtime; the encoder or decoder alone exports non-strict, and strict export of it
+  (ExecuTorch's wrappers) is refused clearly;
 * gradient checkpointing, reentrant or not, gives the gradients of an unchecked run;
 * the forwards declare `**kwargs: Unpack[TransformersKwargs]` like the stock ones;
 * base models (`HeadSelMarianModel`, `HeadSelSpeech2TextModel`) are registered with `AutoModel` and load from and into
@@ -478,7 +479,7 @@ def test_torch_export_of_the_whole_model_equals_eager(family, ids, strict, fresh
     defaults = dict(default_encoder_task="de", default_decoder_task="fr") if ids == "default" else {}
     model = build(family, 2, task_adapter_dim=4, cross_attention_task_key="pair", **defaults)
     perturb_adapters(model)
-    wrapped = _LogitsOf(model, family.main_input_name, with_ids=ids == "mixed")
+    wrapped = _LogitsOf(model, family.main_input_name, with_ids=ids == "mixed").eval()
     example = export_arguments(family, 4, 5, seed=3, ids=MIXED if ids == "mixed" else None)
     batch = torch.export.Dim("batch", min=1, max=16)
     # Speech2Text's two stride-2 convolutions: whole frames in steps of 4 keep the subsampled length exact
@@ -496,6 +497,35 @@ def test_torch_export_of_the_whole_model_equals_eager(family, ids, strict, fresh
         other = export_arguments(family, 3, 3, seed=8, ids=other_ids if ids == "mixed" else None)
         torch.testing.assert_close(loaded(*other), wrapped(*other))
         torch.testing.assert_close(loaded(*example), wrapped(*example))
+
+
+@pytest.mark.filterwarnings("ignore:# The axis name:UserWarning")  # torch.onnx: one Dim on several inputs, named once
+def test_onnx_export_runs_in_onnx_runtime_with_the_eager_logits(family, tmp_path, fresh_dynamo):
+    """`torch.onnx.export(..., dynamo=True)` of the whole model, batch and lengths dynamic and the task ids inputs of
+    the graph: ONNX Runtime gives eager's logits (to float32 rounding) on the example and on another batch size,
+    other lengths and other task ids, with per-direction adapters and a pair-keyed cross-attention."""
+    onnxruntime = pytest.importorskip("onnxruntime")
+    pytest.importorskip("onnxscript")
+    model = build(family, 2, task_adapter_dim=4, cross_attention_task_key="pair")
+    perturb_adapters(model)
+    wrapped = _LogitsOf(model, family.main_input_name, with_ids=True).eval()
+    example = export_arguments(family, 4, 5, seed=3, ids=MIXED)
+    batch = torch.export.Dim("batch", min=1, max=16)
+    source = torch.export.Dim("source", min=2, max=30) if family.main_input_name == "input_ids" else \
+        4 * torch.export.Dim("source_quarters", min=2, max=7)
+    dynamic = [{0: batch, 1: source}, {0: batch, 1: source}, {0: batch, 1: torch.export.Dim("target", max=30)},
+               {0: batch}, {0: batch}]
+    names = ["inputs", "attention_mask", "decoder_input_ids", "encoder_task_ids", "decoder_task_ids"]
+    path = tmp_path / "model.onnx"
+    with torch.no_grad():
+        torch.onnx.export(wrapped, example, path, dynamo=True, dynamic_shapes=dynamic, input_names=names,
+                          verbose=False)
+    session = onnxruntime.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    other_ids = dict(encoder_task_ids=torch.tensor([1, 1, 0]), decoder_task_ids=torch.tensor([0, 2, 2]))
+    for arguments in (example, export_arguments(family, 3, 3, seed=8, ids=other_ids)):
+        (logits,) = session.run(None, {name: tensor.numpy() for name, tensor in zip(names, arguments)})
+        with torch.no_grad():
+            torch.testing.assert_close(torch.from_numpy(logits), wrapped(*arguments))
 
 
 def test_torch_export_of_the_encoder_alone(family, fresh_dynamo):
