@@ -499,6 +499,21 @@ def test_torch_export_of_the_whole_model_equals_eager(family, ids, strict, fresh
         torch.testing.assert_close(loaded(*example), wrapped(*example))
 
 
+def test_torch_export_takes_the_model_itself_with_keyword_inputs(family, fresh_dynamo):
+    """No wrapper needed: `torch.export.export(model, (), kwargs=...)` returns the model's own output class, whose
+    logits follow other task ids given to the program."""
+    model = build(family, 2)
+    kwargs = dict(**family.inputs(), decoder_input_ids=family.decoder_input_ids(), use_cache=False, **MIXED)
+    other = {**kwargs, "encoder_task_ids": ENCODER_IDS.flip(0), "decoder_task_ids": (DECODER_IDS + 1) % 3}
+    with torch.no_grad():
+        program = torch.export.export(model, (), kwargs=kwargs, strict=False).module()
+        expected = model(**other)
+        assert not torch.allclose(expected.logits, model(**kwargs).logits)  # the other ids route differently
+        output = program(**other)
+        assert type(output) is type(expected)
+        torch.testing.assert_close(output.logits, expected.logits)
+
+
 @pytest.mark.filterwarnings("ignore:# The axis name:UserWarning")  # torch.onnx: one Dim on several inputs, named once
 def test_onnx_export_runs_in_onnx_runtime_with_the_eager_logits(family, tmp_path, fresh_dynamo):
     """`torch.onnx.export(..., dynamo=True)` of the whole model, batch and lengths dynamic and the task ids inputs of
