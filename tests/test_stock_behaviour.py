@@ -468,6 +468,28 @@ def export_arguments(family, batch_size: int, length: int, seed: int, ids: dict 
     return arguments + (ids["encoder_task_ids"], ids["decoder_task_ids"]) if ids else arguments
 
 
+#: The task ids of the second batch (3 examples) an exported program is run on, other than the example's.
+OTHER_EXPORT_IDS = dict(encoder_task_ids=torch.tensor([1, 1, 0]), decoder_task_ids=torch.tensor([0, 2, 2]))
+
+
+def export_dynamic_shapes(family, with_ids: bool) -> list[dict]:
+    """The batch and lengths of [`export_arguments`]' tensors dynamic (and the ids' batch, `with_ids`)."""
+    batch = torch.export.Dim("batch", min=1, max=16)
+    # Speech2Text's two stride-2 convolutions: whole frames in steps of 4 keep the subsampled length exact
+    source = torch.export.Dim("source", min=2, max=30) if family.main_input_name == "input_ids" else \
+        4 * torch.export.Dim("source_quarters", min=2, max=7)
+    dynamic = [{0: batch, 1: source}, {0: batch, 1: source}, {0: batch, 1: torch.export.Dim("target", max=30)}]
+    return dynamic + ([{0: batch}, {0: batch}] if with_ids else [])
+
+
+def pair_routed_model(family, **overrides):
+    """A model whose layers read both sides' tasks: per-direction adapters (perturbed) and a pair-keyed
+    cross-attention."""
+    model = build(family, 2, task_adapter_dim=4, cross_attention_task_key="pair", **overrides)
+    perturb_adapters(model)
+    return model
+
+
 @pytest.mark.filterwarnings(SIDE_EFFECTS_NOTE)
 @pytest.mark.parametrize("ids, strict", [("mixed", True), ("default", False)], ids=["mixed-strict", "default"])
 def test_torch_export_of_the_whole_model_equals_eager(family, ids, strict, fresh_dynamo):
@@ -477,24 +499,17 @@ def test_torch_export_of_the_whole_model_equals_eager(family, ids, strict, fresh
     default tasks, their one pair of tasks keeps the batch dynamic. Strict export (dynamo, as transformers' ExecuTorch
     wrappers use) with mixed ids; non-strict with the default tasks."""
     defaults = dict(default_encoder_task="de", default_decoder_task="fr") if ids == "default" else {}
-    model = build(family, 2, task_adapter_dim=4, cross_attention_task_key="pair", **defaults)
-    perturb_adapters(model)
+    model = pair_routed_model(family, **defaults)
     wrapped = _LogitsOf(model, family.main_input_name, with_ids=ids == "mixed").eval()
     example = export_arguments(family, 4, 5, seed=3, ids=MIXED if ids == "mixed" else None)
-    batch = torch.export.Dim("batch", min=1, max=16)
-    # Speech2Text's two stride-2 convolutions: whole frames in steps of 4 keep the subsampled length exact
-    source = torch.export.Dim("source", min=2, max=30) if family.main_input_name == "input_ids" else \
-        4 * torch.export.Dim("source_quarters", min=2, max=7)
-    dynamic = [{0: batch, 1: source}, {0: batch, 1: source}, {0: batch, 1: torch.export.Dim("target", max=30)}]
-    dynamic += [{0: batch}, {0: batch}] if ids == "mixed" else []
+    dynamic = export_dynamic_shapes(family, with_ids=ids == "mixed")
     with torch.no_grad():
         program = torch.export.export(wrapped, example, dynamic_shapes=dynamic, strict=strict)
         saved = io.BytesIO()
         torch.export.save(program, saved)
         saved.seek(0)
         loaded = torch.export.load(saved).module()
-        other_ids = dict(encoder_task_ids=torch.tensor([1, 1, 0]), decoder_task_ids=torch.tensor([0, 2, 2]))
-        other = export_arguments(family, 3, 3, seed=8, ids=other_ids if ids == "mixed" else None)
+        other = export_arguments(family, 3, 3, seed=8, ids=OTHER_EXPORT_IDS if ids == "mixed" else None)
         torch.testing.assert_close(loaded(*other), wrapped(*other))
         torch.testing.assert_close(loaded(*example), wrapped(*example))
 
@@ -521,23 +536,16 @@ def test_onnx_export_runs_in_onnx_runtime_with_the_eager_logits(family, tmp_path
     other lengths and other task ids, with per-direction adapters and a pair-keyed cross-attention."""
     onnxruntime = pytest.importorskip("onnxruntime")
     pytest.importorskip("onnxscript")
-    model = build(family, 2, task_adapter_dim=4, cross_attention_task_key="pair")
-    perturb_adapters(model)
-    wrapped = _LogitsOf(model, family.main_input_name, with_ids=True).eval()
+    wrapped = _LogitsOf(pair_routed_model(family), family.main_input_name, with_ids=True).eval()
     example = export_arguments(family, 4, 5, seed=3, ids=MIXED)
-    batch = torch.export.Dim("batch", min=1, max=16)
-    source = torch.export.Dim("source", min=2, max=30) if family.main_input_name == "input_ids" else \
-        4 * torch.export.Dim("source_quarters", min=2, max=7)
-    dynamic = [{0: batch, 1: source}, {0: batch, 1: source}, {0: batch, 1: torch.export.Dim("target", max=30)},
-               {0: batch}, {0: batch}]
+    dynamic = export_dynamic_shapes(family, with_ids=True)
     names = ["inputs", "attention_mask", "decoder_input_ids", "encoder_task_ids", "decoder_task_ids"]
     path = tmp_path / "model.onnx"
     with torch.no_grad():
         torch.onnx.export(wrapped, example, path, dynamo=True, dynamic_shapes=dynamic, input_names=names,
                           verbose=False)
     session = onnxruntime.InferenceSession(str(path), providers=["CPUExecutionProvider"])
-    other_ids = dict(encoder_task_ids=torch.tensor([1, 1, 0]), decoder_task_ids=torch.tensor([0, 2, 2]))
-    for arguments in (example, export_arguments(family, 3, 3, seed=8, ids=other_ids)):
+    for arguments in (example, export_arguments(family, 3, 3, seed=8, ids=OTHER_EXPORT_IDS)):
         (logits,) = session.run(None, {name: tensor.numpy() for name, tensor in zip(names, arguments)})
         with torch.no_grad():
             torch.testing.assert_close(torch.from_numpy(logits), wrapped(*arguments))
