@@ -199,7 +199,7 @@ def export_task_model(
     stock = stock_class(stock_config).to(dtype=model.dtype)
     stock.load_state_dict(state, strict=True)
     stock.generation_config = copy.deepcopy(model.generation_config)
-    return stock.to(device=model.device, dtype=model.dtype).eval()
+    return stock.to(device=model.device).eval()
 
 
 # --------------------------------------------------------------------------------------------------------------------
