@@ -20,6 +20,7 @@ from transformers import MarianConfig, Speech2TextTokenizer
 
 import benchmark_tokenizers  # benchmarks/ is on the test path (`pythonpath` in setup.cfg)
 import copy_source_chrf
+import cost_plot
 import corpus_overlap
 import overhead
 from headsel_recipes.experiment.spec import load_experiment
@@ -40,6 +41,60 @@ def test_overhead_quick_run_checks_the_all_candidates_baseline(tmp_path, capsys)
     assert [result["name"] for result in report["results"]] == ["train step, single-task"]
     assert report["results"][0]["name"] in overhead.measurement_names(overhead.BenchConfig())
     assert "train step, single-task" in capsys.readouterr().out
+
+
+def test_cost_plot_draws_what_an_overhead_run_measured(tmp_path, capsys):
+    out = tmp_path / "overhead.json"
+    overhead.main(["--quick", "--only", "eval forward", "--json", str(out)])
+    report = json.loads(out.read_text())
+    other = tmp_path / "other.json"  # a second run: the same measurements, other times
+    for result in report["results"]:
+        result["ratio_paired"]["headsel"] = {"median": 1.25, "low": 1.125, "high": 1.5}
+    other.write_text(json.dumps(report))
+    png = tmp_path / "cost.png"
+    runs = cost_plot.main([str(out), str(other), "--label", "first", "--label", "second", "--output", str(png)])
+    assert [run.label for run in runs] == ["first", "second"]
+    printed = capsys.readouterr().out.splitlines()
+    first = json.loads(out.read_text())["results"]
+    assert [result["name"] for result in first] == ["eval forward, single-task", "eval forward, mixed-task"]
+    for result in first:  # a row per measurement: its target, then each run's paired ratios with their intervals
+        paired = result["ratio_paired"]
+        measured = [f"{paired[s]['median']:.2f} [{paired[s]['low']:.2f}, {paired[s]['high']:.2f}]"
+                    for s in ("headsel", "all_candidates")]
+        cells = [result["name"], f"{result['target']:.2f}", *measured, "1.25 [1.12, 1.50]", measured[1]]
+        assert "| " + " | ".join(cells) + " |" in printed
+    assert png.read_bytes().startswith(b"\x89PNG")
+
+
+def test_cost_plot_reads_older_runs_and_refuses_what_it_cannot_draw(tmp_path, capsys):
+    def run_file(name: str, results: list[dict], family: str = "marian") -> str:
+        path = tmp_path / f"{name}.json"
+        path.write_text(json.dumps({"environment": {"device": "cpu", "dtype": "float32", "threads": 1},
+                                    "config": {"family": family}, "results": results}))
+        return str(path)
+
+    # a run before paired ratios were recorded, and a compiled one (no all-candidates reference)
+    older = run_file("older", [{"name": "greedy, mixed-task", "target": 1.15,
+                                "ratio_median": {"headsel": 1.2, "all_candidates": 1.3}}])
+    compiled = run_file("compiled", [{"name": "greedy, mixed-task", "target": 1.15, "ratio_median": {"headsel": 1.1},
+                                      "ratio_paired": {"headsel": {"median": 1.0, "low": 0.9, "high": 1.1}}}],
+                        family="speech_to_text")
+    runs = cost_plot.main([older, compiled])
+    assert [run.label for run in runs] == ["marian, cpu float32, 1 thread", "speech_to_text, cpu float32, 1 thread"]
+    assert ("| greedy, mixed-task | 1.15 | 1.20 | 1.30 | 1.00 [0.90, 1.10] | – |"
+            in capsys.readouterr().out.splitlines())
+
+    refusals = [
+        ([older, run_file("retargeted", [{"name": "greedy, mixed-task", "target": 1.2, "ratio_median": {}}])],
+         "the runs state different targets for 'greedy, mixed-task': [1.15, 1.2]"),
+        ([run_file("not_overhead", [{"loss": 1.0}])], "not_overhead.json is not an `overhead.py --json` output"),
+        ([older, older], "the runs' labels must be distinct (give --label)"),
+        ([older, "--label", "a", "--label", "b"], "2 --label for 1 files: one label a file at most"),
+    ]
+    for argv, message in refusals:
+        with pytest.raises(SystemExit):
+            cost_plot.main(argv)
+        assert message in capsys.readouterr().err
 
 
 def stock_eval_forward_compiles_fullgraph() -> bool:
