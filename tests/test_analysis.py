@@ -330,6 +330,27 @@ def test_bad_log_lines_are_skipped_and_counted_and_resume_supersedes(tmp_path):
         read_selection_log(tmp_path / "missing.jsonl")
 
 
+@pytest.mark.parametrize("selections", [
+    [A],  # not a dict of components
+    {"decoder_selfish": {"en": A}},  # not a component
+    {"encoder_self": []},  # tasks not a dict
+    {"encoder_self": {}},  # no task
+    {"encoder_self": {"en": "A"}},  # layers not a list
+    {"encoder_self": {"en": []}},  # no layer
+    {"encoder_self": {"en": [0, 1]}},  # a layer not a list of heads
+    {"encoder_self": {"en": [[0, -1]]}},  # a negative head
+    {"encoder_self": {"en": [[0, 1.0]]}},  # a head not an int
+], ids=["list", "unknown-component", "tasks-list", "no-task", "layers-str", "no-layer", "flat-layer",
+        "negative-head", "float-head"])
+def test_each_malformed_selection_record_is_skipped_and_counted(tmp_path, selections):
+    log_path = tmp_path / "log.jsonl"
+    write_log(log_path, [snapshot_line(0, A, A), json.dumps({"step": 5, "selections": selections}),
+                         snapshot_line(10, B, A)])
+    log = read_selection_log(log_path)
+    assert dict(log.skipped) == {"malformed selections": 1}
+    assert [s.step for s in log.snapshots] == [0, 10]
+
+
 def test_cli_writes_stability_plot_from_the_log_next_to_the_model(marian, tmp_path, capsys):
     model = marian.model(head_selection_components=["encoder_self"])
     set_choice(model, "encoder_self", ENCODER_CHOICE)

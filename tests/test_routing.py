@@ -77,16 +77,25 @@ def test_omitted_ids_without_default_raise_listing_the_tasks(family, side):
 
 @pytest.mark.parametrize("side", ["encoder", "decoder"])
 @pytest.mark.parametrize("bad_id", [5, -1, 3], ids=["too-large", "negative", "just-past-end"])
-def test_out_of_range_ids_raise_naming_the_tasks(family, side, bad_id):
+@pytest.mark.parametrize("form", ["tensor", "int"])  # an int routes the whole batch without a tensor
+def test_out_of_range_ids_raise_naming_the_tasks(family, side, bad_id, form):
     tasks = ENCODER_TASKS if side == "encoder" else DECODER_TASKS
     if bad_id == 3 and side == "encoder":
         bad_id = len(ENCODER_TASKS)
     model = family.model(head_selection_components=ALL_COMPONENTS)
     ids = dict(MIXED)
-    ids[f"{side}_task_ids"] = torch.tensor([0, bad_id, 0, 0])
+    ids[f"{side}_task_ids"] = torch.tensor([0, bad_id, 0, 0]) if form == "tensor" else bad_id
     with pytest.raises(ValueError, match=str(bad_id)) as error:
         model(**family.inputs(), decoder_input_ids=family.decoder_input_ids(), **ids)
     assert all(task in str(error.value) for task in tasks)
+
+
+def test_a_call_without_any_input_says_what_routes_the_batch(family):
+    """Routing needs the batch size: with no input, encoder outputs or decoder inputs, the error says so."""
+    model = family.model()
+    with pytest.raises(ValueError, match="cannot infer the batch size: pass the model inputs, encoder_outputs or "
+                                         "decoder inputs"):
+        model()
 
 
 def test_task_route_takes_tasks_lying_side_by_side_as_slices():

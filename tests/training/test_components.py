@@ -306,6 +306,9 @@ def test_temperature_schedules():
     assert schedule_value(3, 5, 5.0, 1.0, "constant") == 5.0
     with pytest.raises(ValueError, match="schedule"):
         TemperatureScheduleCallback(5.0, 1.0, "cosine")
+    for start, end in ((5.0, 0.0), (0.0, 1.0), (5.0, -1.0)):  # a division by the temperature
+        with pytest.raises(ValueError, match=f"temperatures must be > 0, got {start} -> {end}"):
+            TemperatureScheduleCallback(start, end, "linear")
     model = SimpleNamespace(config=SimpleNamespace(head_selection_temperature=5.0))
     TemperatureScheduleCallback(5.0, 1.0, "linear").on_step_begin(
         None, SimpleNamespace(global_step=2, max_steps=5), None, model=model)
@@ -537,6 +540,8 @@ def test_selection_logits_get_their_own_learning_rate_and_weight_decay(marian, t
     assert len(_optimizer_groups(marian.stock_model(), tmp_path)) == 2
     with pytest.raises(ValueError, match="head_selection_learning_rate"):
         _optimizer_groups(marian.model(), tmp_path, selection_learning_rate=-1e-3)
+    with pytest.raises(ValueError, match="--head_selection_weight_decay must be >= 0, got -0.5"):
+        _optimizer_groups(marian.model(), tmp_path, selection_weight_decay=-0.5)
 
 
 def test_a_zero_selection_learning_rate_freezes_the_logits_and_trains_the_rest(marian, tmp_path):

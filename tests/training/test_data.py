@@ -6,6 +6,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import re
 from collections import Counter
 from dataclasses import replace
 
@@ -263,11 +264,32 @@ def test_a_file_that_cannot_be_read_as_its_format_is_a_clear_error(tmp_path, nam
     assert str(path) in str(error.value)
 
 
-def test_an_empty_json_file_is_a_clear_error(tmp_path):
-    path = tmp_path / "train.jsonl"
+@pytest.mark.parametrize("name, rule", [("train.jsonl", ""), ("train.csv", ": a header row is needed"),
+                                        ("train.tsv", ": a header row is needed")])
+def test_an_empty_file_is_a_clear_error(tmp_path, name, rule):
+    path = tmp_path / name
     path.write_bytes(b"")
-    with pytest.raises(DataError, match=f"{path} is empty"):
+    with pytest.raises(DataError, match=re.escape(f"{path} is empty{rule}")):
         load(MT, tmp_path, train_file=[str(path)])
+
+
+def test_a_file_of_unknown_extension_needs_its_format_named(tmp_path):
+    rows = text_rows(4, seed=0)
+    path = write_jsonl(tmp_path / "train.txt", rows)
+    with pytest.raises(DataError, match=re.escape(f"cannot tell the format of {path} from its extension; pass "
+                                                  "--data_format")):
+        load(MT, tmp_path, train_file=[str(path)])
+    assert load(MT, tmp_path, train_file=[str(path)], data_format="json")["train"]["source_text"] == [
+        row["source"] for row in rows]
+    with pytest.raises(DataError, match=re.escape("unknown --data_format 'jsonl': use auto, json, csv, tsv, parquet "
+                                                  "or fairseq")):
+        load(MT, tmp_path, train_file=[str(path)], data_format="jsonl")
+
+
+def test_an_unknown_task_type_is_refused_naming_the_two(tmp_path):
+    path = write_jsonl(tmp_path / "train.jsonl", text_rows(4, seed=0))
+    with pytest.raises(DataError, match="--task_type must be 'lang' or 'domain', got 'language'"):
+        load(MT, tmp_path, task_type="language", train_file=[str(path)])
 
 
 def test_a_csv_with_a_byte_order_mark_reads_its_first_column(tmp_path):

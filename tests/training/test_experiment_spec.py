@@ -4,6 +4,7 @@ experiment files."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -59,12 +60,41 @@ from headsel_recipes.experiment.spec import load_experiment, parse_experiment
         # a run starts from its source's run of the same part: both systems have the same parts, or none
         ({"systems": [{"name": "J"}, {"name": "A", "init_from": "J", "parts": {"tedx": {}}}]}, "the same parts"),
         ({"systems": [{"name": "J", "parts": {"tedx": {}}}, {"name": "A", "init_from": "J"}]}, "the same parts"),
+        ({"seedz": [1, 2]}, r"unknown experiment keys \['seedz'\]; the keys are \['budget', "),
+        ({"systems": [{"name": "A", "labelz": {}}]}, r"system 'A': unknown keys \['labelz'\]; the keys are"),
+        ({"systems": [{"name": "?!"}]}, r"system name '\?!' has no letter or digit to name its folder"),
+        ({"systems": [{"name": "A", "init_from": 3}]}, "system 'A': `init_from` names a system, got 3"),
+        ({"systems": [{"name": "A", "sweep": [8]}]},
+         r"system 'A': a sweep is \{label: \.\.\., values: \[\.\.\.\], flags: \[\.\.\.\]\}, got \[8\]"),
+        ({"systems": [{"name": "A", "sweep": {"label": "H'", "values": [], "flags": ["total_heads"]}}]},
+         "system 'A': the sweep has no `values`"),
+        ({"tables": [{"layout": "per_task", "value": "median"}]},
+         r"table value must be one of \['avg', 'avg_t', 'avg_z', 'high', 'low'\] or 'task:<group>', got 'median'"),
+        ({"tables": [{"layout": "pivot", "rows": "strategy"}]},
+         r"the pivot table needs `rows` and `columns` \(system labels\)"),
     ],
 )
 def test_invalid_experiments_name_the_rule(change, rule, tmp_path):
     values = {"recipe": "mt", "output_dir": str(tmp_path), "systems": [{"name": "A"}], **change}
     with pytest.raises(ValueError, match=rule):
         parse_experiment(values)
+
+
+@pytest.mark.parametrize("key", ["recipe", "systems", "output_dir"])
+def test_an_experiment_without_a_required_key_names_it(key, tmp_path):
+    values = {"recipe": "mt", "output_dir": str(tmp_path), "systems": [{"name": "A"}]}
+    del values[key]
+    with pytest.raises(ValueError, match=f"an experiment needs `{key}`"):
+        parse_experiment(values)
+    if key == "output_dir":  # the command line's --output_dir stands in for the file's
+        assert parse_experiment(values, output_dir=tmp_path).output_dir == tmp_path
+
+
+def test_an_experiment_file_that_is_no_mapping_is_refused(tmp_path):
+    path = tmp_path / "list.yaml"
+    path.write_text("- recipe: mt\n- systems: []\n")
+    with pytest.raises(ValueError, match=f"{re.escape(str(path))}: an experiment file is a YAML mapping"):
+        load_experiment(path)
 
 
 def test_sweep_expands_into_labelled_systems(tmp_path):

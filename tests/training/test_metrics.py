@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 import sacrebleu
 from recipe_testkit import text_rows
+from transformers import EvalPrediction
 
 from headsel_recipes.metrics import (
     TaskMetrics,
@@ -78,6 +79,30 @@ def test_task_metrics_add_intervals_per_group_mean_and_pooled():
     assert TaskMetrics(None, "bleu", bootstrap_resamples=300).scores(references, hypotheses, groups) == with_ci
     with pytest.raises(ValueError, match="bootstrap_resamples"):
         TaskMetrics(None, "wer", bootstrap_resamples=-1)
+    with pytest.raises(ValueError, match="metric must be 'wer' or 'bleu', got 'chrf'"):
+        TaskMetrics(None, "chrf")
+
+
+def test_task_metrics_refuse_predictions_of_another_split():
+    """Scores are matched with the references and tasks `use()` was given: a prediction count that does not fit
+    (the split scored is not the one set up) is an error, not a score of misaligned pairs."""
+    rows = text_rows(20, seed=0)
+    tokenizer = train_marian_tokenizer([row["source"] for row in rows] + [row["target"] for row in rows],
+                                       vocab_size=60)
+    metrics = TaskMetrics(tokenizer, "bleu")
+    metrics.use(["de", "de", "fr"], ["the cat", "a dog", "die katze"])
+    ids = np.array(tokenizer(text_target=["the cat", "a dog"], padding=True).input_ids)
+    with pytest.raises(ValueError, match=r"2 predictions for 3 references: call TaskMetrics.use\(\) with the split"):
+        metrics(EvalPrediction(predictions=ids, label_ids=None))
+    # predictions as the Trainer hands them when the model returns more than the generated ids: a tuple
+    metrics.use(["de", "de"], ["the cat", "a dog"])
+    scores = metrics(EvalPrediction(predictions=(ids, np.zeros((2, 1))), label_ids=None))
+    assert metrics.last_hypotheses == ["the cat", "a dog"] and "bleu_de" in scores
+
+
+def test_prediction_quality_of_no_predictions_is_an_error():
+    with pytest.raises(ValueError, match="no predictions to score"):
+        prediction_quality([])
 
 
 def test_unusable_hypotheses_are_empty_or_looping():

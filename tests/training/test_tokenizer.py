@@ -65,3 +65,10 @@ def test_a_vocabulary_smaller_than_the_text_needs_names_the_flag():
     with pytest.raises(ValueError, match="--vocab_size 10 is smaller than the pieces every tokenizer of this text "
                                          "needs: each of its characters, 3 special tokens and 0 tags"):
         train_marian_tokenizer(["abcdefghijklmnop qrstuvw"], 10)
+
+
+@pytest.mark.parametrize("train", [train_marian_tokenizer, train_speech_tokenizer])
+def test_no_text_to_train_on_is_a_clear_error(train):
+    """Training targets that are all empty (a misnamed column read as "") leave sentencepiece nothing to learn."""
+    with pytest.raises(ValueError, match="no training text to build a tokenizer from"):
+        train(["", ""], 40)

@@ -209,9 +209,6 @@ class TaskMetrics:
             return wer_statistics(references, hypotheses)
         return bleu_statistics(references, hypotheses, self.bleu_tokenize)
 
-    def score(self, references: list[str], hypotheses: list[str]) -> float:
-        return float(score_statistics(self.metric, self.statistics(references, hypotheses).sum(axis=0)))
-
     def decode(self, token_ids) -> list[str]:
         if isinstance(token_ids, tuple):
             token_ids = token_ids[0]
