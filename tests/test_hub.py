@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import struct
 import subprocess
 import sys
@@ -332,6 +333,14 @@ def saved_folder(tmp_path: Path) -> tuple[Path, HeadSelMarianMTModel]:
     return folder, model
 
 
+def test_a_missing_heatmap_is_refused_before_the_card_is_written(tmp_path):
+    folder, model = saved_folder(tmp_path)
+    missing = folder / "head_sharing_decoder_self.png"
+    with pytest.raises(ValueError, match=f"heatmap_path '{re.escape(str(missing))}' is not a file"):
+        write_model_card(folder, model, {"eval_bleu_en-fr": 21.5}, heatmap_path=missing)
+    assert not (folder / "README.md").exists()
+
+
 def test_push_to_hub_uploads_the_folder(tmp_path, hub, monkeypatch, caplog):
     folder, model = saved_folder(tmp_path)
     write_model_card(folder, model, {"eval_bleu_en-fr": 21.5}, repo_id="me/tiny",
@@ -551,6 +560,24 @@ def test_push_cli_rewrites_a_kept_card_with_its_flags_and_uploads_private(tmp_pa
     push_cli([str(folder), "me/tiny", "--token", "hf_fake", "--write_card", "--license", "mit", "--private"])
     assert hub.errors == [] and [payload.get("visibility") for payload in hub.created] == ["private"]
     assert ModelCard((folder / "README.md").read_text()).data.license == "mit"  # the flag's, not the kept card's
+
+
+def test_push_cli_says_when_a_kept_card_names_another_repository(tmp_path, hub, monkeypatch, caplog):
+    from headsel_recipes.cli.push_to_hub import main as push_cli
+
+    monkeypatch.setattr(hub_constants, "ENDPOINT", hub.url)
+    folder, model = saved_folder(tmp_path)
+    write_model_card(folder, model, repo_id="me/tiny")  # as training writes it
+    kept = (folder / "README.md").read_bytes()
+    for repo_id in ("me/tiny", "me/other"):
+        with caplog.at_level(logging.WARNING, logger="push_to_hub"):
+            push_cli([str(folder), repo_id, "--token", "hf_fake"])
+    said = [record.getMessage() for record in caplog.records if record.name == "push_to_hub"]
+    # not for the repository the card names; for another, the card kept and uploaded as it is, said so
+    assert said == [f"{folder / 'README.md'} does not name me/other: its examples load another id (--write_card "
+                    "writes it anew)"]
+    assert hub.errors == [] and [commit["repo_id"] for commit in hub.commits] == ["me/tiny", "me/other"]
+    assert hub.commits[-1]["files"]["README.md"] == kept
 
 
 def test_hub_repo_id_names_a_bare_repository_without_creating_it(hub):
