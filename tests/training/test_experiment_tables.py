@@ -194,6 +194,20 @@ def test_interval_table_cells_read_low_then_high_and_only_zero_shot_is_unsupport
                     "N (seed 1)": ["10.0 [9.0, 11.5]", UNSUPPORTED]}
 
 
+def test_interval_table_columns_follow_groups_all_and_show_what_a_run_lacks():
+    """`groups.all` orders the columns (a group no run scored still has one); a score without an interval shows
+    alone, a group a run did not score shows as missing, and the JSON record keeps both as they are."""
+    experiment = experiment_of(all=["fr", "de", "it"])
+    scores = {"A": scored("A", [{"de": 10.0, "fr": 5.0}])}
+    scores["A"].seeds[1].intervals.update({"de": (9.0, 11.5)})
+    table = interval_table(scores, experiment, "bleu")
+    assert table.header == ["Run", "fr", "de", "it"]
+    assert [(label, [c.format() for c in cells]) for label, cells in table.rows] == [
+        ("A (seed 1)", ["5.0", "10.0 [9.0, 11.5]", MISSING])]
+    assert table.to_json()["rows"] == [{"label": "A (seed 1)", "cells": [
+        {"score": 5.0, "ci": None}, {"score": 10.0, "ci": [9.0, 11.5]}, {"score": None, "ci": None}]}]
+
+
 # Figure 2: each point at its H' with its mean over seeds, the error bar its standard deviation.
 def test_sweep_plot_places_points_at_their_values_with_the_std_as_error_bars(tmp_path, monkeypatch):
     """x is the numeric column value (H'), y the cell mean, the error bar mean ± std over seeds (read off the figure
@@ -222,3 +236,26 @@ def test_sweep_plot_places_points_at_their_values_with_the_std_as_error_bars(tmp
     std = 2 ** 0.5
     np.testing.assert_allclose([segment.tolist() for segment in bars.get_segments()],
                                [[[4.0, 15.0 - std], [4.0, 15.0 + std]], [[16.0, 27.0 - std], [16.0, 27.0 + std]]])
+
+
+def test_pivot_plot_places_categories_at_their_columns_and_leaves_out_rows_without_scores(tmp_path, monkeypatch):
+    """Columns that are no numbers (components) are categories, each at its column's position; a row no run scored
+    draws no series (an empty series would still take a legend entry)."""
+    from matplotlib.figure import Figure
+
+    saved, savefig = [], Figure.savefig
+    monkeypatch.setattr(Figure, "savefig", lambda self, *a, **k: (saved.append(self), savefig(self, *a, **k))[1])
+    scores = {f"{strategy}-{components}": scored(f"{strategy}-{components}", [{"de": score}],
+                                                 labels={"strategy": strategy, "components": components})
+              for strategy, components, score in (("group", "encoder", 10.0), ("group", "decoder", 12.0))}
+    scores["subset-decoder"] = scored("subset-decoder", [{}], labels={"strategy": "subset", "components": "decoder"})
+    spec = TableSpec("components", "T", rows="strategy", columns="components")
+    table = build_table(spec, scores, experiment_of(), "bleu")
+    plot_pivot(table, spec, tmp_path / "components.png", "bleu")
+    (axes,) = saved[0].axes
+    assert axes.get_legend_handles_labels()[1] == ["group"]
+    assert [tick.get_text() for tick in axes.get_xticklabels()] == table.header[1:]
+    line = axes.get_lines()[0]
+    np.testing.assert_allclose(line.get_xydata(), [[i, 10.0 if c == "encoder" else 12.0]
+                                                   for i, c in enumerate(table.header[1:])])
+
