@@ -10,6 +10,7 @@ from __future__ import annotations
 import importlib.util
 import itertools
 import json
+import logging
 import os
 import sys
 from pathlib import Path
@@ -18,6 +19,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import pytest
 import torch
+from huggingface_hub import ModelCard
 from huggingface_hub import constants as hub_constants
 from transformers import (
     AutoFeatureExtractor,
@@ -520,6 +522,35 @@ def test_export_cli_pushes_each_folder_private_to_the_repository_its_card_names(
         # its own repository in the examples, and its source by Hub id, not by the folder it was exported from
         assert f'from_pretrained("{commit["repo_id"]}"' in card and "`me/mt-headsel`" in card
         assert str(tmp_path) not in card
+
+
+def test_export_cli_refuses_tasks_and_directions_together(tmp_path, capsys):
+    family = {"name": "marian", **FAMILIES["marian"]}
+    headsel_model(family, encoder_tasks=["en"], decoder_tasks=["fr", "it"]).save_pretrained(tmp_path / "source")
+    with pytest.raises(SystemExit) as exit_info:
+        load_script("export_task_models").main([str(tmp_path / "source"), str(tmp_path / "exported"), "--tasks", "fr",
+                                                "--directions", "en-fr"])
+    assert exit_info.value.code == 2
+    assert "error: --tasks and --directions are exclusive" in capsys.readouterr().err
+    assert not (tmp_path / "exported").exists()
+
+
+@pytest.mark.parametrize("results, warned", [
+    ({"eval_bleu": 11.0}, True),  # the mean only: no folder finds its own scores
+    (None, False),  # no results at all: nothing to say
+], ids=["mean-only", "no-results"])
+def test_export_cli_says_when_the_source_results_hold_no_scores_of_a_folder(tmp_path, caplog, results, warned):
+    family = {"name": "marian", **FAMILIES["marian"]}
+    source = tmp_path / "source"
+    headsel_model(family, encoder_tasks=["en"], decoder_tasks=["fr", "it"]).save_pretrained(source)
+    if results is not None:
+        (source / "all_results.json").write_text(json.dumps(results))
+    with caplog.at_level(logging.WARNING, logger="export_task_models"):
+        folders = load_script("export_task_models").main([str(source), str(tmp_path / "exported")])
+    said = [message for message in caplog.messages if "results hold no scores" in message]
+    assert said == ([f"{task}: the source's results hold no scores of {task} or en-{task}; its card shows none"
+                     for task in ("fr", "it")] if warned else [])
+    assert [ModelCard((folder / "README.md").read_text()).data.eval_results for folder in folders] == [None, None]
 
 
 def test_export_cli_writes_speech_folders_with_the_processor(tmp_path):

@@ -2,12 +2,21 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 import torch
-from transformers import MarianConfig, MarianMTModel
+from recipe_testkit import tiny_flags
+from transformers import BertConfig, MarianConfig, MarianMTModel
 
+from headsel_recipes import run
 from headsel_recipes.arguments import HeadSelectionArguments, ModelArguments
-from headsel_recipes.modeling import build_model, freeze_sinusoidal_positions
+from headsel_recipes.modeling import (
+    average_checkpoints,
+    build_model,
+    freeze_sinusoidal_positions,
+    load_averaged_weights,
+)
 from headsel_recipes.tasks import ASR, MT, ST
 from hf_headsel import HeadSelMarianConfig, HeadSelMarianMTModel
 
@@ -191,3 +200,25 @@ def test_every_system_reads_a_hub_checkpoint_from_the_cache_dir(hub_cache):
         built[shared] = build_model(MT, args, HeadSelectionArguments(), None, ["en"], ["de", "fr"])
     assert type(built[True]) is MarianMTModel and built[False].config.decoder_tasks == ["de", "fr"]
     assert torch.equal(built[False].model.shared.weight, built[True].model.shared.weight)
+
+
+def test_init_encoder_from_a_model_of_another_family_is_refused(text_corpus, tmp_path):
+    BertConfig(hidden_size=32, num_hidden_layers=1, num_attention_heads=2, intermediate_size=32).save_pretrained(
+        tmp_path / "bert")
+    out = tmp_path / "run"
+    with pytest.raises(ValueError, match=re.escape(
+            f"--init_encoder_from {tmp_path / 'bert'}: unsupported model_type 'bert'; the encoder is taken from a "
+            "model of type headsel_speech_to_text, speech_to_text, headsel_marian, marian")):
+        run(MT, tiny_flags(out, speech=False) + [
+            "--train_file", str(text_corpus / "train.jsonl"), "--init_encoder_from", str(tmp_path / "bert"),
+            "--do_train"])
+    assert not (out / "model.safetensors").exists()
+
+
+def test_averaging_no_checkpoint_is_refused():
+    """No flag reaches it (the recipe warns and averages nothing without checkpoints, see test_recipes): called
+    directly, averaging an empty list fails rather than give no weights, or leave a model as it was."""
+    with pytest.raises(ValueError, match="no checkpoint to average"):
+        average_checkpoints([])
+    with pytest.raises(ValueError, match="no checkpoint to average"):
+        load_averaged_weights(build(config_overrides=TINY_OVERRIDES), [])

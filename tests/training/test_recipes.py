@@ -36,7 +36,7 @@ from headsel_recipes.recipe import (
 )
 from headsel_recipes.results_keys import TRAIN_LOSS_EVAL_MODE, TRAIN_LOSS_TRAIN_MODE
 from headsel_recipes.tasks import ASR, MT, ST
-from headsel_recipes.tokenizer import load_tokenizer, train_marian_tokenizer
+from headsel_recipes.tokenizer import has_tokenizer, load_tokenizer, train_marian_tokenizer
 
 
 def read_json(path):
@@ -353,12 +353,17 @@ def test_resume_continues_same_data_and_selector_state(text_corpus, tmp_path):
         (["--do_train", "--config_overrides", TINY_TEXT + ",head_selection_strategy=subset"],
          "--config_overrides cannot set head-selection settings \\['head_selection_strategy'\\]"),
         (["--do_train", "--config_overrides", TINY_TEXT + ",dropout"], "--config_overrides items must look like"),
+        ([], "nothing to do: pass --do_train, --do_eval and/or --do_predict"),
+        # `best` saves when an evaluation during training is the best so far, and there is none: nothing to average
+        (["--do_train", "--average_last_n", "2", "--save_strategy", "best", "--metric_for_best_model", "eval_loss"],
+         "--save_strategy best saves one only when an evaluation during training is the best so far, which "
+         "--eval_strategy no never runs"),
     ],
     ids=["predict-without-a-model", "temperature-schedule", "noise-schedule", "early-stopping", "average-unsaved",
          "average-more-than-kept", "bleu-tokenizer", "task-tag-in-mt", "resume-missing", "resume-none",
          "task-sampling-and-another-order", "error-rate-higher-better", "average-beside-the-best",
          "tokenizer-model-type", "vocab-size", "tokenizer-sentences", "head-selection-override",
-         "malformed-override"],
+         "malformed-override", "nothing-to-do", "average-best-without-evaluation"],
 )
 def test_flag_rules_fail_before_any_work(text_corpus, tmp_path, flags, message):
     out = tmp_path / "run"
@@ -552,3 +557,100 @@ def test_task_tag_is_refused_for_mt(text_corpus, tmp_path):
         "--train_file", str(text_corpus / "train.jsonl"), "--task_tag", "--do_train"]
     with pytest.raises(ValueError, match="target_lang_token"):
         run(MT, args)
+
+
+def headsel_mt_checkpoint(folder) -> str:
+    """A trained head-selection MT model of `text_rows`' tasks, its weights only (no tokenizer)."""
+    config = hf_headsel.HeadSelMarianConfig(
+        vocab_size=40, d_model=32, encoder_layers=1, decoder_layers=1, encoder_attention_heads=2,
+        decoder_attention_heads=2, encoder_ffn_dim=32, decoder_ffn_dim=32, max_position_embeddings=64, pad_token_id=0,
+        eos_token_id=1, decoder_start_token_id=0, encoder_tasks=["de", "en"], decoder_tasks=["de", "en", "fr"])
+    hf_headsel.HeadSelMarianMTModel(config).save_pretrained(folder)
+    return str(folder)
+
+
+@pytest.mark.parametrize("flags, message", [
+    (["--encoder_tasks", "en"], "was trained with encoder tasks ['de', 'en']; --encoder_tasks ['en'] differs"),
+    # the same tasks in another order: a task's selection and embeddings are the rows at its position
+    (["--decoder_tasks", "fr,de,en"],
+     "was trained with decoder tasks ['de', 'en', 'fr']; --decoder_tasks ['fr', 'de', 'en'] differs"),
+    (["--task_type", "domain"], "was trained with task_type='lang', not 'domain'"),
+], ids=["encoder-tasks", "decoder-task-order", "task-type"])
+def test_continuing_a_trained_model_keeps_its_tasks(text_corpus, tmp_path, flags, message):
+    checkpoint = headsel_mt_checkpoint(tmp_path / "trained")
+    out = tmp_path / "run"
+    with pytest.raises(ValueError, match=re.escape(f"{checkpoint} {message}")):
+        run(MT, tiny_flags(out, speech=False) + [
+            "--model_name_or_path", checkpoint, "--train_file", str(text_corpus / "train.jsonl"), "--do_train", *flags])
+    assert not has_tokenizer(str(out), speech=False) and not (out / "model.safetensors").exists()
+
+
+@pytest.mark.parametrize("baseline", [["--shared_baseline"], []], ids=["shared-baseline", "upcycled"])
+def test_scoring_a_stock_model_without_training_data_needs_the_tasks(text_corpus, tmp_path, baseline):
+    # a stock checkpoint names no tasks, and no training data is read to find them in
+    MarianMTModel(MarianConfig(vocab_size=40, d_model=32, encoder_layers=1, decoder_layers=1, encoder_attention_heads=2,
+                               decoder_attention_heads=2, encoder_ffn_dim=32, decoder_ffn_dim=32,
+                               max_position_embeddings=64, pad_token_id=0, eos_token_id=1,
+                               decoder_start_token_id=0)).save_pretrained(tmp_path / "stock")
+    with pytest.raises(DataError, match="without training data, give the tasks: --encoder_tasks and --decoder_tasks"):
+        run(MT, tiny_flags(tmp_path / "run", speech=False) + [
+            "--model_name_or_path", str(tmp_path / "stock"), "--validation_file", str(text_corpus / "dev.jsonl"),
+            "--do_eval", *baseline])
+
+
+def test_a_checkpoint_without_its_tokenizer_needs_the_one_it_was_trained_with(text_corpus, tmp_path):
+    """A tokenizer trained anew on the training data would give the checkpoint's embeddings other pieces."""
+    checkpoint = headsel_mt_checkpoint(tmp_path / "trained")
+    out = tmp_path / "run"
+    with pytest.raises(DataError, match=re.escape(f"{checkpoint} holds no tokenizer: give the one it was trained with "
+                                                  "(--tokenizer_name)")):
+        run(MT, tiny_flags(out, speech=False) + [
+            "--model_name_or_path", checkpoint, "--train_file", str(text_corpus / "train.jsonl"), "--do_train"])
+    assert not has_tokenizer(str(out), speech=False)
+
+
+def test_target_language_tokens_need_every_row_s_target_language(tmp_path):
+    # with domain tasks the `>>xx<<` tokens are the rows' target languages: one row without it has no token
+    rows = text_rows(12, seed=1)
+    del rows[5]["target_lang"]
+    train = write_jsonl(tmp_path / "train.jsonl", rows)
+    out = tmp_path / "run"
+    with pytest.raises(DataError, match=re.escape("--target_lang_token: rows without a target language; give them "
+                                                  "one (--target_lang_column or --target_lang)")):
+        run(MT, tiny_flags(out, speech=False) + [
+            "--train_file", str(train), "--task_type", "domain", "--target_lang_token", "--do_train"])
+    assert not has_tokenizer(str(out), speech=False)  # refused before a tokenizer was trained
+
+
+def test_a_split_whose_every_example_is_skipped_fails_before_training(text_corpus, tmp_path):
+    dev = write_jsonl(tmp_path / "dev.jsonl", [dict(row, target="") for row in text_rows(4, seed=2)])
+    out = tmp_path / "run"
+    with pytest.raises(DataError, match=re.escape("every validation example was skipped: validation: kept 0 of 4 "
+                                                  "examples; skipped 4: empty_target=4")):
+        run(MT, tiny_flags(out, speech=False) + [
+            "--train_file", str(text_corpus / "train.jsonl"), "--validation_file", str(dev), "--do_train",
+            "--do_eval"])
+    assert read_json(out / "data_report.json")["validation"]["skipped"] == {"empty_target": 4}  # why, in the folder
+    assert not (out / "model.safetensors").exists()
+
+
+def test_the_model_and_the_feature_extractor_must_agree_on_the_features_per_frame(speech_corpus, tmp_path):
+    flags = tiny_flags(tmp_path / "run", speech=True)
+    flags[flags.index("--config_overrides") + 1] += ",input_feat_per_channel=40"  # the feature extractor makes 80
+    with pytest.raises(ValueError, match=re.escape(
+            "the model reads 40 features per frame, the feature extractor makes 80: give the feature extractor the "
+            "model was trained with (--feature_extractor_name), or a model that reads as many (--config_overrides "
+            "input_feat_per_channel=...)")):
+        run(ASR, flags + ["--train_file", str(speech_corpus / "train_clean.jsonl"), "--do_train"])
+    assert not (tmp_path / "run" / "model.safetensors").exists()
+
+
+def test_averaging_fewer_checkpoints_than_asked_is_said(text_corpus, tmp_path, caplog):
+    out = tmp_path / "run"
+    with caplog.at_level(logging.WARNING):
+        run(MT, tiny_flags(out, speech=False, max_steps=2) + [
+            "--train_file", str(text_corpus / "train.jsonl"), "--do_train", "--save_strategy", "steps",
+            "--save_steps", "1", "--average_last_n", "3"])
+    assert "--average_last_n 3: only 2 checkpoints to average" in caplog.text
+    assert read_json(out / "averaged_checkpoints.json") == ["checkpoint-1", "checkpoint-2"]
+    assert (out / "model.safetensors").is_file()

@@ -252,11 +252,13 @@ def init_encoder_from(model, path: str, cache_dir: str | None = None) -> int:
     as in the paper). Encoder weights must have the same shapes; encoder selector rows are copied for the encoder
     tasks both models know (by name). Returns the number of tensors copied."""
     source_type = AutoConfig.from_pretrained(path, cache_dir=cache_dir).model_type
-    source_cls = {"headsel_speech_to_text": HeadSelSpeech2TextForConditionalGeneration,
-                  "speech_to_text": Speech2TextForConditionalGeneration, "headsel_marian": HeadSelMarianMTModel,
-                  "marian": MarianMTModel}.get(source_type)
+    source_classes = {"headsel_speech_to_text": HeadSelSpeech2TextForConditionalGeneration,
+                      "speech_to_text": Speech2TextForConditionalGeneration, "headsel_marian": HeadSelMarianMTModel,
+                      "marian": MarianMTModel}
+    source_cls = source_classes.get(source_type)
     if source_cls is None:
-        raise ValueError(f"--init_encoder_from {path}: unsupported model_type {source_type!r}")
+        raise ValueError(f"--init_encoder_from {path}: unsupported model_type {source_type!r}; the encoder is "
+                         f"taken from a model of type {', '.join(source_classes)}")
     source = source_cls.from_pretrained(path, cache_dir=cache_dir)
     _refuse_reordered_task_weights(model.config, source.config, path)
     source_state, state = source.state_dict(), model.state_dict()

@@ -78,8 +78,6 @@ def needed_splits(training_args) -> list[str]:
         splits.append("validation")
     if training_args.do_predict:
         splits.append("test")
-    if not splits:
-        raise DataError("nothing to do: pass --do_train, --do_eval and/or --do_predict")
     return splits
 
 
@@ -283,6 +281,8 @@ def check_flags(task: RecipeTask, model_args: ModelArguments, head_args: HeadSel
                 data_args: DataArguments, training_args) -> None:
     """The rules between flags, checked before any data is read or a tokenizer trained (a `ValueError` names the
     rule broken): what would otherwise fail, or quietly do something else, only after preprocessing or training."""
+    if not (training_args.do_train or training_args.do_eval or training_args.do_predict):
+        raise ValueError("nothing to do: pass --do_train, --do_eval and/or --do_predict")
     if (training_args.do_eval or training_args.do_predict) and not (
             training_args.do_train or model_args.model_name_or_path):
         raise ValueError("--do_eval / --do_predict without --do_train score a trained model: give it with "
@@ -312,6 +312,10 @@ def check_flags(task: RecipeTask, model_args: ModelArguments, head_args: HeadSel
         if training_args.save_strategy == "no":
             raise ValueError(f"--average_last_n {data_args.average_last_n} averages saved checkpoints, and "
                              "--save_strategy no saves none")
+        if training_args.save_strategy == "best" and training_args.eval_strategy == "no":
+            raise ValueError(f"--average_last_n {data_args.average_last_n} averages saved checkpoints, and "
+                             "--save_strategy best saves one only when an evaluation during training is the best so "
+                             "far, which --eval_strategy no never runs")
         # with a best metric tracked (early stopping, --load_best_model_at_end) the Trainer also keeps the best
         kept = data_args.average_last_n + bool(data_args.early_stopping_patience or training_args.metric_for_best_model)
         if training_args.save_total_limit is not None and training_args.save_total_limit < kept:
@@ -553,7 +557,9 @@ def run(task: RecipeTask, args: list[str] | None = None) -> RecipeResult:
         check_resumable(resume_checkpoint(training_args), model)
     if task.speech and model.config.input_feat_per_channel != feature_extractor.feature_size:
         raise ValueError(f"the model reads {model.config.input_feat_per_channel} features per frame, the feature "
-                         f"extractor makes {feature_extractor.feature_size}")
+                         f"extractor makes {feature_extractor.feature_size}: give the feature extractor the model was "
+                         "trained with (--feature_extractor_name), or a model that reads as many "
+                         "(--config_overrides input_feat_per_channel=...)")
     model.generation_config.max_length = training_args.generation_max_length or model.generation_config.max_length
     model.generation_config.num_beams = training_args.generation_num_beams or model.generation_config.num_beams
 
