@@ -18,6 +18,7 @@ from headsel_recipes.modeling import (
     load_averaged_weights,
 )
 from headsel_recipes.tasks import ASR, MT, ST
+from headsel_recipes.tokenizer import has_tokenizer
 from hf_headsel import HeadSelMarianConfig, HeadSelMarianMTModel
 
 TINY_MARIAN = dict(vocab_size=40, d_model=16, encoder_layers=1, decoder_layers=1, encoder_attention_heads=2,
@@ -213,6 +214,7 @@ def test_init_encoder_from_a_model_of_another_family_is_refused(text_corpus, tmp
             "--train_file", str(text_corpus / "train.jsonl"), "--init_encoder_from", str(tmp_path / "bert"),
             "--do_train"])
     assert not (out / "model.safetensors").exists()
+    assert not has_tokenizer(str(out), speech=False)  # trained before the model was built, removed with the run
 
 
 def test_averaging_no_checkpoint_is_refused():

@@ -632,6 +632,12 @@ def test_a_split_whose_every_example_is_skipped_fails_before_training(text_corpu
             "--do_eval"])
     assert read_json(out / "data_report.json")["validation"]["skipped"] == {"empty_target": 4}  # why, in the folder
     assert not (out / "model.safetensors").exists()
+    # the tokenizer it trained is gone with it: the corrected run trains in the same folder, no flag needed
+    assert not has_tokenizer(str(out), speech=False)
+    run(MT, tiny_flags(out, speech=False, max_steps=1) + [
+        "--train_file", str(text_corpus / "train.jsonl"), "--validation_file", str(text_corpus / "dev.jsonl"),
+        "--do_train", "--do_eval"])
+    assert (out / "model.safetensors").is_file()
 
 
 def test_the_model_and_the_feature_extractor_must_agree_on_the_features_per_frame(speech_corpus, tmp_path):
@@ -643,6 +649,7 @@ def test_the_model_and_the_feature_extractor_must_agree_on_the_features_per_fram
             "input_feat_per_channel=...)")):
         run(ASR, flags + ["--train_file", str(speech_corpus / "train_clean.jsonl"), "--do_train"])
     assert not (tmp_path / "run" / "model.safetensors").exists()
+    assert not has_tokenizer(str(tmp_path / "run"), speech=True)  # trained before the check, removed with the run
 
 
 def test_averaging_fewer_checkpoints_than_asked_is_said(text_corpus, tmp_path, caplog):

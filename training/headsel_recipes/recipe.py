@@ -28,7 +28,8 @@ from .modeling import (STRUCTURAL_KEYWORDS, build_model, checkpoint_tasks, find_
 from .publishing import publish, take_push_to_hub
 from .preprocess import PrepareContext, SplitReport, prepare_split, write_report
 from .results_keys import TRAIN_LOSS_EVAL_MODE, TRAIN_LOSS_TRAIN_MODE, predictions_path, unusable_key
-from .run_folder import AVERAGED_CHECKPOINTS_NAME, clear_earlier_run, earlier_run
+from .run_folder import (AVERAGED_CHECKPOINTS_NAME, clear_earlier_run, earlier_run, folder_files,
+                         removed_on_failure)
 from .tokenizer import (
     check_tokenizer_flags,
     has_tokenizer,
@@ -525,6 +526,16 @@ def selection_noise(model) -> float:
     return float(model.config.head_selection_noise_scale) if chooses else 0.0
 
 
+def check_feature_size(model, feature_extractor: Speech2TextFeatureExtractor) -> None:
+    """A `ValueError` naming the flags to change when the speech model reads another number of features per frame than
+    the feature extractor makes."""
+    if model.config.input_feat_per_channel != feature_extractor.feature_size:
+        raise ValueError(f"the model reads {model.config.input_feat_per_channel} features per frame, the feature "
+                         f"extractor makes {feature_extractor.feature_size}: give the feature extractor the model was "
+                         "trained with (--feature_extractor_name), or a model that reads as many "
+                         "(--config_overrides input_feat_per_channel=...)")
+
+
 def run(task: RecipeTask, args: list[str] | None = None) -> RecipeResult:
     """Run a recipe with command-line `args` (default `sys.argv[1:]`)."""
     model_args, head_args, data_args, training_args = parse_arguments(args)
@@ -550,25 +561,28 @@ def run(task: RecipeTask, args: list[str] | None = None) -> RecipeResult:
         raw = load_splits(task, data_args, needed_splits(training_args), task_type, model_args.cache_dir)
     encoder_tasks, decoder_tasks, task_type = resolve_tasks(task, head_args, raw, fixed, model_args.model_name_or_path)
     logger.info("task_type=%s; encoder tasks %s; decoder tasks %s", task_type, encoder_tasks, decoder_tasks)
+    files_before = folder_files(training_args.output_dir)
     tokenizer = get_tokenizer(task, model_args, data_args, raw, encoder_tasks, decoder_tasks, training_args, task_type)
-    head_args.task_type = task_type
-    model = build_model(task, model_args, head_args, tokenizer, encoder_tasks, decoder_tasks)
-    if training_args.do_train:
-        check_resumable(resume_checkpoint(training_args), model)
-    if task.speech and model.config.input_feat_per_channel != feature_extractor.feature_size:
-        raise ValueError(f"the model reads {model.config.input_feat_per_channel} features per frame, the feature "
-                         f"extractor makes {feature_extractor.feature_size}: give the feature extractor the model was "
-                         "trained with (--feature_extractor_name), or a model that reads as many "
-                         "(--config_overrides input_feat_per_channel=...)")
-    model.generation_config.max_length = training_args.generation_max_length or model.generation_config.max_length
-    model.generation_config.num_beams = training_args.generation_num_beams or model.generation_config.num_beams
+    written = folder_files(training_args.output_dir) - files_before if training_args.should_save else set()
+    # a check failing from here to the start of training stops a run that trained nothing: the tokenizer it trained
+    # goes too, or the next run in the folder would refuse it as an earlier run's
+    with removed_on_failure(training_args.output_dir, written):
+        head_args.task_type = task_type
+        model = build_model(task, model_args, head_args, tokenizer, encoder_tasks, decoder_tasks)
+        if training_args.do_train:
+            check_resumable(resume_checkpoint(training_args), model)
+        if task.speech:
+            check_feature_size(model, feature_extractor)
+        generation = model.generation_config
+        generation.max_length = training_args.generation_max_length or generation.max_length
+        generation.num_beams = training_args.generation_num_beams or generation.num_beams
 
-    ctx = prepare_context(task, task_type, encoder_tasks, decoder_tasks, tokenizer, feature_extractor, model, data_args,
-                          raw)
-    prepared, reports = prepare_splits(raw, ctx, data_args, training_args)
-    metrics = TaskMetrics(tokenizer, task.metric, data_args.bleu_tokenize, data_args.bootstrap_resamples)
-    trainer = make_trainer(task, model, tokenizer, feature_extractor, prepared, metrics, model_args, head_args,
-                           data_args, training_args)
+        ctx = prepare_context(task, task_type, encoder_tasks, decoder_tasks, tokenizer, feature_extractor, model,
+                              data_args, raw)
+        prepared, reports = prepare_splits(raw, ctx, data_args, training_args)
+        metrics = TaskMetrics(tokenizer, task.metric, data_args.bleu_tokenize, data_args.bootstrap_resamples)
+        trainer = make_trainer(task, model, tokenizer, feature_extractor, prepared, metrics, model_args, head_args,
+                               data_args, training_args)
     result = RecipeResult(trainer, reports=reports)
     if training_args.do_train:
         result.metrics["train"] = train(trainer, len(prepared["train"]), data_args)

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import logging
 import shutil
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from hf_headsel.analysis import SELECTION_LOG_NAME
@@ -56,3 +58,26 @@ def clear_earlier_run(output_dir: str | Path) -> list[str]:
     if removed:
         logger.info("a new run starts in %s: removed the earlier run's %s", folder, ", ".join(removed))
     return removed
+
+
+def folder_files(output_dir: str | Path) -> set[str]:
+    """The names of the files directly in `output_dir` (none for a folder not made yet)."""
+    folder = Path(output_dir)
+    return {path.name for path in folder.iterdir() if path.is_file()} if folder.is_dir() else set()
+
+
+@contextmanager
+def removed_on_failure(output_dir: str | Path, names: set[str]) -> Iterator[None]:
+    """Remove the files `names` of `output_dir` when the block raises: what a run wrote there before a check that
+    stopped it ahead of training (its new tokenizer), which the next run in the folder would otherwise refuse as an
+    earlier run's ([`earlier_run`])."""
+    try:
+        yield
+    except BaseException:
+        for name in sorted(names):
+            (Path(output_dir) / name).unlink(missing_ok=True)
+        if names:
+            logger.info("the run stopped before training: removed the %s it wrote in %s", ", ".join(sorted(names)),
+                        output_dir)
+        raise
+
