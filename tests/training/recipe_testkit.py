@@ -139,6 +139,10 @@ TINY_SPEECH = ("d_model=32,encoder_layers=1,decoder_layers=1,encoder_attention_h
                "encoder_ffn_dim=32,decoder_ffn_dim=32,conv_channels=16,dropout=0.0")
 TINY_TEXT = ("d_model=32,encoder_layers=1,decoder_layers=1,encoder_attention_heads=2,decoder_attention_heads=2,"
              "encoder_ffn_dim=32,decoder_ffn_dim=32,dropout=0.0")
+#: A tiny Marian configuration's keywords, for checkpoints a test saves itself (a stock or head-selection model).
+TINY_MARIAN = dict(vocab_size=40, d_model=16, encoder_layers=1, decoder_layers=1, encoder_attention_heads=2,
+                   decoder_attention_heads=2, encoder_ffn_dim=32, decoder_ffn_dim=32, pad_token_id=0,
+                   decoder_start_token_id=0, eos_token_id=1, max_position_embeddings=16)
 
 
 def tiny_flags(output_dir: Path, speech: bool, max_steps: int = 3) -> list[str]:

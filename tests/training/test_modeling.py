@@ -6,7 +6,7 @@ import re
 
 import pytest
 import torch
-from recipe_testkit import tiny_flags
+from recipe_testkit import TINY_MARIAN, tiny_flags
 from transformers import BertConfig, MarianConfig, MarianMTModel
 
 from headsel_recipes import run
@@ -20,10 +20,6 @@ from headsel_recipes.modeling import (
 from headsel_recipes.tasks import ASR, MT, ST
 from headsel_recipes.tokenizer import has_tokenizer
 from hf_headsel import HeadSelMarianConfig, HeadSelMarianMTModel
-
-TINY_MARIAN = dict(vocab_size=40, d_model=16, encoder_layers=1, decoder_layers=1, encoder_attention_heads=2,
-                   decoder_attention_heads=2, encoder_ffn_dim=32, decoder_ffn_dim=32, pad_token_id=0,
-                   decoder_start_token_id=0, eos_token_id=1, max_position_embeddings=16)
 
 
 def position_tables(model) -> dict[str, torch.nn.Parameter]:

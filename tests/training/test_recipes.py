@@ -12,7 +12,7 @@ import pytest
 import torch
 import yaml
 from datasets.fingerprint import Hasher
-from recipe_testkit import TINY_TEXT, one_sgd_step_flags, text_rows, tiny_flags, write_jsonl
+from recipe_testkit import TINY_MARIAN, TINY_TEXT, one_sgd_step_flags, text_rows, tiny_flags, write_jsonl
 from safetensors.torch import load_file
 from transformers import (
     AutoModelForSeq2SeqLM,
@@ -561,10 +561,7 @@ def test_task_tag_is_refused_for_mt(text_corpus, tmp_path):
 
 def headsel_mt_checkpoint(folder) -> str:
     """A trained head-selection MT model of `text_rows`' tasks, its weights only (no tokenizer)."""
-    config = hf_headsel.HeadSelMarianConfig(
-        vocab_size=40, d_model=32, encoder_layers=1, decoder_layers=1, encoder_attention_heads=2,
-        decoder_attention_heads=2, encoder_ffn_dim=32, decoder_ffn_dim=32, max_position_embeddings=64, pad_token_id=0,
-        eos_token_id=1, decoder_start_token_id=0, encoder_tasks=["de", "en"], decoder_tasks=["de", "en", "fr"])
+    config = hf_headsel.HeadSelMarianConfig(**TINY_MARIAN, encoder_tasks=["de", "en"], decoder_tasks=["de", "en", "fr"])
     hf_headsel.HeadSelMarianMTModel(config).save_pretrained(folder)
     return str(folder)
 
@@ -588,10 +585,7 @@ def test_continuing_a_trained_model_keeps_its_tasks(text_corpus, tmp_path, flags
 @pytest.mark.parametrize("baseline", [["--shared_baseline"], []], ids=["shared-baseline", "upcycled"])
 def test_scoring_a_stock_model_without_training_data_needs_the_tasks(text_corpus, tmp_path, baseline):
     # a stock checkpoint names no tasks, and no training data is read to find them in
-    MarianMTModel(MarianConfig(vocab_size=40, d_model=32, encoder_layers=1, decoder_layers=1, encoder_attention_heads=2,
-                               decoder_attention_heads=2, encoder_ffn_dim=32, decoder_ffn_dim=32,
-                               max_position_embeddings=64, pad_token_id=0, eos_token_id=1,
-                               decoder_start_token_id=0)).save_pretrained(tmp_path / "stock")
+    MarianMTModel(MarianConfig(**TINY_MARIAN)).save_pretrained(tmp_path / "stock")
     with pytest.raises(DataError, match="without training data, give the tasks: --encoder_tasks and --decoder_tasks"):
         run(MT, tiny_flags(tmp_path / "run", speech=False) + [
             "--model_name_or_path", str(tmp_path / "stock"), "--validation_file", str(text_corpus / "dev.jsonl"),
