@@ -6,6 +6,9 @@ model saved on one supported version keeps working on another. Run it in an envi
 
     .venv-oldest/bin/python tests/make_version_fixtures.py   # the oldest supported (make test-oldest makes it)
     .venv/bin/python tests/make_version_fixtures.py          # the newest
+
+A release pip cannot resolve here yet (5.25.0 wanted `kernels>=0.19.1`, not on the registry): `make setup
+VENV=/tmp/venv-new`, then `pip install --no-deps` the release into it, and run this with `USE_HUB_KERNELS=0`.
 """
 
 from __future__ import annotations
