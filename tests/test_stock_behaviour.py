@@ -484,8 +484,9 @@ def export_dynamic_shapes(family, with_ids: bool) -> list[dict]:
 
 def pair_routed_model(family, **overrides):
     """A model whose layers read both sides' tasks: per-direction adapters (perturbed) and a pair-keyed
-    cross-attention."""
-    model = build(family, 2, task_adapter_dim=4, cross_attention_task_key="pair", **overrides)
+    cross-attention. One layer a side: tracing time grows with the layers, and every routed component is there."""
+    model = build(family, 2, task_adapter_dim=4, cross_attention_task_key="pair", encoder_layers=1,
+                  decoder_layers=1, **overrides)
     perturb_adapters(model)
     return model
 
