@@ -10,6 +10,9 @@ TORCH_SPEC ?= torch==2.13.0
 PINS ?=
 TESTS ?= tests
 export HF_HUB_OFFLINE = 1
+# Transformers 5.25+ kernelizes `from_pretrained` with kernels from the Hub by default: not here, where nothing is
+# downloaded at run time.
+export USE_HUB_KERNELS = 0
 export TOKENIZERS_PARALLELISM = false
 # OpenMP threads that spin while waiting make every step many times slower when another process shares the cores.
 export OMP_WAIT_POLICY = PASSIVE

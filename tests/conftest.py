@@ -18,6 +18,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
+# Transformers 5.25+ kernelizes every `from_pretrained` with kernels fetched from the Hub: never in the tests.
+os.environ.setdefault("USE_HUB_KERNELS", "0")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 import numpy as np

@@ -9,6 +9,8 @@ from pathlib import Path
 import pytest
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
+# Transformers 5.25+ kernelizes every `from_pretrained` with kernels fetched from the Hub: never in the tests.
+os.environ.setdefault("USE_HUB_KERNELS", "0")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.setdefault("HF_DATASETS_DISABLE_PROGRESS_BARS", "1")
 
