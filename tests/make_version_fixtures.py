@@ -8,7 +8,7 @@ model saved on one supported version keeps working on another. Run it in an envi
     .venv/bin/python tests/make_version_fixtures.py          # the newest
 
 A release pip cannot resolve here yet (5.25.0 wanted `kernels>=0.19.1`, not on the registry): `make setup
-VENV=/tmp/venv-new`, then `pip install --no-deps` the release into it, and run this with `USE_HUB_KERNELS=0`.
+VENV=/tmp/venv-new`, then `pip install --no-deps` the release into it, and run this there.
 """
 
 from __future__ import annotations
