@@ -19,6 +19,7 @@ from transformers import (
     AutoModelForSpeechSeq2Seq,
     MarianConfig,
     MarianMTModel,
+    Seq2SeqTrainingArguments,
     Speech2TextProcessor,
 )
 
@@ -278,6 +279,11 @@ def test_accumulated_batches_train_as_one_large_batch(tmp_path):
         torch.testing.assert_close(accumulated[key], one[key], rtol=1e-5, atol=1e-6)
 
 
+# Trainer's activation checkpointing flags are Transformers 5.24's (pip gives Python 3.10 an older release)
+HAS_ACTIVATION_CHECKPOINTING_FLAGS = hasattr(Seq2SeqTrainingArguments, "activation_checkpointing")
+
+
+@pytest.mark.skipif(not HAS_ACTIVATION_CHECKPOINTING_FLAGS, reason="--activation_checkpointing is Transformers 5.24's")
 @pytest.mark.parametrize("reentrant", ["true", "false"])
 def test_activation_checkpointing_trains_the_weights_of_an_unchecked_run(tmp_path, reentrant):
     """Trainer's `--activation_checkpointing` (Transformers 5.24) on a recipe's model with the Gumbel noise on: the
