@@ -6,7 +6,8 @@ with `huggingface_hub` allowed to reach it. Served:
 * `GET /api/whoami-v2`: the token's user, [`USER`];
 * `POST /api/repos/create` (a name without a namespace is created under [`USER`]; a repository that exists is
   answered 409 with its URL, as the Hub does, which `create_repo(exist_ok=True)` passes over; `created` records
-  every request) and `POST /api/models/<repo>/branch/<branch>`;
+  every request, an older client's `private` flag as the `visibility` it means) and
+  `POST /api/models/<repo>/branch/<branch>`;
 * `GET /api/agent-harnesses` (huggingface_hub's user-agent telemetry): an empty registry;
 * `POST /api/validate-yaml`: the README metadata must parse, and every model-index result needs a task type, a
   dataset name and type, and metrics with a type and a value (400 with errors otherwise);
@@ -83,6 +84,8 @@ class RecordingHub:
             return 200, {"type": "user", "name": USER}
         if method == "POST" and route == ["api", "repos", "create"]:
             payload = json.loads(body)
+            if "private" in payload:  # huggingface_hub 1.5 sends `private`, 2.x `visibility`; the Hub takes both
+                payload["visibility"] = "private" if payload.pop("private") else "public"
             self.created.append(payload)
             repo_id = f"{payload.get('organization') or USER}/{payload['name']}"  # a bare name: the token's user's
             if repo_id in self.branches:

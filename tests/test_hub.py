@@ -235,16 +235,21 @@ def test_card_examples_run_a_trained_direction(layout, card_tokenizer, tmp_path,
     tasks, metrics, direction, other, export_folder = CARD_LAYOUTS[layout]
     config = HeadSelMarianConfig(**COMMON, vocab_size=len(card_tokenizer), max_position_embeddings=64, pad_token_id=2,
                                  eos_token_id=0, decoder_start_token_id=2, forced_eos_token_id=0, **tasks)
-    torch.manual_seed(3)
-    model = HeadSelMarianMTModel(config).eval()
+    # the first seed whose model translates the two directions differently (otherwise an example ignoring its task
+    # would pass); which seed that is depends on the torch and Transformers versions' initialisation
+    for seed in range(3, 13):
+        torch.manual_seed(seed)
+        model = HeadSelMarianMTModel(config).eval()
+        expected, routed = (card_translation(model, card_tokenizer, encoder_task_ids=encoder, decoder_task_ids=decoder)
+                            for encoder, decoder in (direction, other))
+        if expected != routed:
+            break
+    assert expected != routed, "no seed of 3-12 gives the two directions different translations"
     folder = tmp_path / "saved" / "model"
     model.save_pretrained(folder)
     card_tokenizer.save_pretrained(folder)
     printed = run_card_examples(folder, model, tmp_path, monkeypatch, capsys, metrics=metrics)
 
-    expected, routed = (card_translation(model, card_tokenizer, encoder_task_ids=encoder, decoder_task_ids=decoder)
-                        for encoder, decoder in (direction, other))
-    assert expected != routed  # otherwise an example ignoring its task would pass
     assert printed == [expected, routed, [{"translation_text": expected[0]}], [{"translation_text": routed[0]}]]
     assert (tmp_path / export_folder / "config.json").is_file()
 
