@@ -22,7 +22,8 @@ import torch
 from transformers import AutoConfig, AutoModelForSeq2SeqLM
 
 import hf_headsel  # noqa: F401  (registers the head-selection Auto classes)
-from headsel_recipes.tokenizer import lang_token, load_tokenizer, task_tag
+from hf_headsel.model_card import language_token
+from headsel_recipes.tokenizer import load_tokenizer, task_tag
 
 DIRECTIONS = ("de", "fr", "ru")
 PAIRS, DRAWS = 32, 4
@@ -35,7 +36,7 @@ def batch(run: Path, tokenizer, model, lang: str) -> dict[str, torch.Tensor]:
     run_config = json.loads((run / "run_config.json").read_text())
     path = Path(run_config["test_file"][0].replace("*", lang))
     source_lang, target_lang = path.name.split("_")[1:3]
-    prefix = f"{lang_token(target_lang)} " if run_config.get("target_lang_token") else ""
+    prefix = f"{language_token(target_lang)} " if run_config.get("target_lang_token") else ""
     prefix += f"{task_tag('lang', source_lang)} " if run_config.get("encoder_task_tag") else ""
     rows = [json.loads(line) for line in open(path)][:PAIRS]
     encoded = tokenizer([prefix + row["source"] for row in rows], text_target=[row["target"] for row in rows],
