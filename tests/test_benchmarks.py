@@ -1328,18 +1328,19 @@ def test_performance_refuses_a_total_heads_the_group_strategy_cannot_split():
 
 
 BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
+#: This project's importable code: the package, the recipes, the corpus builder, the benchmark modules.
+OWN_MODULES = {"hf_headsel", "headsel_recipes", "offline_corpus"} | {path.stem for path in BENCHMARKS.glob("*.py")}
 
 
 def _project_imports(script: Path) -> list[tuple[str, str | None]]:
-    """`(module, name)` for every import in `script` of this project's code (the package, the recipes, the corpus
-    builder, the benchmark modules beside `benchmarks/`); `name` is None for a plain `import module`."""
-    own = {"hf_headsel", "headsel_recipes", "offline_corpus"} | {path.stem for path in BENCHMARKS.glob("*.py")}
+    """`(module, name)` for every import in `script` of this project's code ([`OWN_MODULES`]); `name` is None for
+    a plain `import module`."""
     found = []
     for node in ast.walk(ast.parse(script.read_text(encoding="utf-8"))):
-        if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module.split(".")[0] in own:
+        if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module.split(".")[0] in OWN_MODULES:
             found += [(node.module, alias.name) for alias in node.names]
         elif isinstance(node, ast.Import):
-            found += [(alias.name, None) for alias in node.names if alias.name.split(".")[0] in own]
+            found += [(alias.name, None) for alias in node.names if alias.name.split(".")[0] in OWN_MODULES]
     return found
 
 

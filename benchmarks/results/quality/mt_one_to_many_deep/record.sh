@@ -1,8 +1,10 @@
 # The steps this folder's record scripts share, sourced by them (`source "$(dirname "$0")/record.sh"`): the working
 # directory and environment of every run (the repository root; one thread per lane, alone on the machine), a timed
 # run whose status and seconds go to runs.txt, logs copied without their progress bars, and collapse.py's tables.
+# The many-to-one depth experiment's scripts (../mt_many_to_one_deep/) source it too and set their own HERE after it.
 cd "$(dirname "${BASH_SOURCE[0]}")/../../../.." || exit 1
 HERE=benchmarks/results/quality/mt_one_to_many_deep
+DEPTH=$HERE  # where collapse.py is, whatever HERE a sourcing script sets
 python=.venv/bin/python
 export OMP_WAIT_POLICY=PASSIVE OMP_NUM_THREADS=1 HF_HUB_OFFLINE=1 PYTHONPATH=src:training
 
@@ -24,7 +26,7 @@ without_progress_bars() {
 
 # collapse_table ARGS...: collapse.py's table rows (its progress on stderr dropped)
 collapse_table() {
-  $python $HERE/collapse.py "$@" 2>/dev/null | grep '^|'
+  $python $DEPTH/collapse.py "$@" 2>/dev/null | grep '^|'
 }
 
 # collapse_with_checkpoints OUT: the table over OUT's runs, then one over each run's checkpoints
