@@ -53,7 +53,8 @@ def drawn_labels(differences: dict[str, dict[str, dict[str, float]]], labels: li
 def table(differences: dict[str, dict[str, dict[str, float]]], labels: list[str], reference: str) -> str:
     """A Markdown table: systems as rows, panels as columns, `mean ± std (seeds)` of the paired differences."""
     labels = drawn_labels(differences, labels)
-    lines = [f"| test cross-entropy minus {reference}'s, paired by seed | " + " | ".join(differences) + " |",
+    titles = [" ".join(title.split("\n")) for title in differences]  # a title broken for the plot: one header row
+    lines = [f"| test cross-entropy minus {reference}'s, paired by seed | " + " | ".join(titles) + " |",
              "|---|" + "---:|" * len(differences)]
     for label in labels:
         cells = []

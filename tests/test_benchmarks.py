@@ -590,6 +590,16 @@ def test_quality_plot_table_keeps_a_system_drawn_in_any_panel():
                     "| Adapters | +0.500 ± 0.000 (1) | – |"]
 
 
+def test_quality_plot_table_writes_a_title_of_two_lines_on_one_header_row():
+    """A panel title may break its line for the plot; the Markdown table's header stays one row."""
+    import quality_plot
+
+    differences = {"MT, 6 + 6 layers\n(CPU, 5 seeds)": {"Group": {"seed1": 0.5}}}
+    lines = quality_plot.table(differences, ["Group"], "shared").splitlines()
+    assert lines == ["| test cross-entropy minus shared's, paired by seed | MT, 6 + 6 layers (CPU, 5 seeds) |",
+                     "|---|---:|", "| Group | +0.500 ± 0.000 (1) |"]
+
+
 def test_quality_plot_refuses_repeated_panel_titles_and_system_labels(tmp_path, capsys):
     import quality_plot
 
