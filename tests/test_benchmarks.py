@@ -29,7 +29,7 @@ from headsel_recipes.tokenizer import task_tag_ids
 from offline_corpus import LANGUAGES
 from hf_headsel import COMPONENTS, HeadSelMarianConfig
 
-from conftest import MARIAN
+from conftest import MARIAN, randomize_selector_logits
 
 
 def test_overhead_quick_run_checks_the_all_candidates_baseline(tmp_path, capsys):
@@ -598,6 +598,51 @@ def test_quality_plot_table_writes_a_title_of_two_lines_on_one_header_row():
     lines = quality_plot.table(differences, ["Group"], "shared").splitlines()
     assert lines == ["| test cross-entropy minus shared's, paired by seed | MT, 6 + 6 layers (CPU, 5 seeds) |",
                      "|---|---:|", "| Group | +0.500 ± 0.000 (1) |"]
+
+
+@pytest.fixture
+def route_swap(monkeypatch):
+    """The depth folder's route_swap.py, imported as its own folder's script is (beside collapse.py)."""
+    monkeypatch.syspath_prepend(str(Path(__file__).parents[1] / "benchmarks/results/quality/mt_one_to_many_deep"))
+    import route_swap
+
+    return route_swap
+
+
+def route_swap_batches(model) -> dict[str, dict[str, torch.Tensor]]:
+    """A batch per decoder task, labelled, its examples routed to their own task."""
+    return {task: dict(MARIAN.inputs(seed=index), labels=MARIAN.labels(seed=10 + index),
+                       decoder_task_ids=torch.full((4,), index))
+            for index, task in enumerate(model.config.decoder_tasks)}
+
+
+def test_route_swap_routes_each_task_to_the_next_and_its_own_route_is_the_models_loss(route_swap):
+    model = MARIAN.model(encoder_tasks=["en"], head_selection_kl_weight=0.0)
+    randomize_selector_logits(model)  # the three decoder tasks select different heads
+    batches = route_swap_batches(model)
+    losses = route_swap.routed_losses(model, batches, "decoder")
+    tokens = {task: int((inputs["labels"] != -100).sum()) for task, inputs in batches.items()}
+    with torch.no_grad():
+        own = sum(model(**inputs).loss.item() * tokens[task] for task, inputs in batches.items()) / sum(tokens.values())
+    assert list(losses) == [0, 1, 2] and losses[0] == pytest.approx(own, rel=1e-6)
+    assert abs(losses[1] - losses[0]) > 1e-3 and abs(losses[2] - losses[0]) > 1e-3
+    with torch.no_grad():  # every task selecting the first task's heads: misrouting changes nothing
+        logits = model.head_selection["decoder_self"].logits
+        logits.copy_(logits[:1].expand_as(logits))
+    model.clear_head_selection_cache()
+    losses = route_swap.routed_losses(model, batches, "decoder")
+    assert losses[1] == pytest.approx(losses[0], rel=1e-6) and losses[2] == pytest.approx(losses[0], rel=1e-6)
+
+
+def test_route_swap_finds_the_routed_side_and_refuses_what_it_cannot_shift(route_swap):
+    assert route_swap.routed_side(MARIAN.config(encoder_tasks=["en"])) == "decoder"
+    assert route_swap.routed_side(MARIAN.config(decoder_tasks=["en"])) == "encoder"
+    assert route_swap.routed_side(MarianConfig()) is None  # the shared model: nothing routed
+    with pytest.raises(ValueError, match="both sides have several tasks"):
+        route_swap.routed_side(MARIAN.config())
+    model = MARIAN.model(encoder_tasks=["en"])
+    with pytest.raises(ValueError, match="are not the decoder tasks"):
+        route_swap.routed_losses(model, dict(list(route_swap_batches(model).items())[:2]), "decoder")
 
 
 def test_quality_plot_refuses_repeated_panel_titles_and_system_labels(tmp_path, capsys):

@@ -30,15 +30,16 @@ PAIRS, DRAWS = 32, 4
 FRESH = Path("fresh")  # `load`'s stand-in for an untrained model
 
 
-def batch(run: Path, tokenizer, model, lang: str) -> dict[str, torch.Tensor]:
-    """The first `PAIRS` test pairs of the run's test files with `lang` for `*` (en-`lang` in one-to-many,
-    `lang`-en in many-to-one), tagged as the run was (target-language token, source tag), as model keywords."""
+def batch(run: Path, tokenizer, model, lang: str, pairs: int | None = PAIRS) -> dict[str, torch.Tensor]:
+    """The first `pairs` (`None`: all) test pairs of the run's test files with `lang` for `*` (en-`lang` in
+    one-to-many, `lang`-en in many-to-one), tagged as the run was (target-language token, source tag), as model
+    keywords."""
     run_config = json.loads((run / "run_config.json").read_text())
     path = Path(run_config["test_file"][0].replace("*", lang))
     source_lang, target_lang = path.name.split("_")[1:3]
     prefix = f"{language_token(target_lang)} " if run_config.get("target_lang_token") else ""
     prefix += f"{task_tag('lang', source_lang)} " if run_config.get("encoder_task_tag") else ""
-    rows = [json.loads(line) for line in open(path)][:PAIRS]
+    rows = [json.loads(line) for line in open(path)][:pairs]
     encoded = tokenizer([prefix + row["source"] for row in rows], text_target=[row["target"] for row in rows],
                         return_tensors="pt", padding=True)
     labels = encoded["labels"].masked_fill(encoded["labels"] == tokenizer.pad_token_id, -100)
