@@ -5,7 +5,7 @@ side by task (the source languages of many-to-one, the target languages of one-t
 routed to its own task, then to the task `shift` places on in the side's task list, for every shift: a derangement
 each, nothing else changed (the tags and tokens stay the direction's own). Per-task heads (or adapters) that are
 interchangeable lose nothing when misrouted; per-task ones that the model relies on do. Plain cross-entropy: the
-experiments' test-loss tables are label-smoothed (epsilon 0.1, the recipes' default) and read about 0.35 nats higher.
+experiments' test-loss tables are label-smoothed (epsilon 0.1, the recipes' default) and read 0.3-0.5 nats higher.
 
     python benchmarks/results/quality/mt_one_to_many_deep/route_swap.py outputs/benchmark/mt_many_to_one_deep
 
