@@ -2,7 +2,7 @@
 # The tables of the many-to-one depth experiment (session 60) from outputs/benchmark/mt_many_to_one_deep/: the
 # runner's results, test cross-entropy / chrF / unusable outputs (alone and paired with the shared model, with Group
 # without the noise and with its frozen selection), the paired differences with the shared model as a figure
-# (against_shared.png, labelled as ../../gpu_2026-11-28_s42/figure.sh labels one-to-many's), how far each selection
+# (against_shared.png, with one-to-many's systems and labels: record.sh's DEPTH_FIGURE_SYSTEMS), how far each selection
 # moved, every run's training-loss curve, collapse.py's table (does a decoder hold one vector at every position?)
 # and the lane logs without progress bars.
 # The environment and helpers are the depth experiment's (../mt_one_to_many_deep/record.sh). `bash tables.sh PART`
@@ -20,11 +20,7 @@ $python benchmarks/quality_tables.py $OUT --paired_with group_no_sampling_noise_
   > $HERE/paired_with_group_no_noise.md
 $python benchmarks/quality_tables.py $OUT --paired_with $frozen > $HERE/paired_with_frozen.md
 $python benchmarks/quality_plot.py --reference shared \
-  --panel $'MT many-to-one, 6 + 6 layers of d_model 64\n(CPU, 1,000 updates, 5 seeds)' $OUT \
-  --system group "Group head selection (the paper's recipe)" \
-  --system group_no_sampling_noise_ablation "Group, no sampling noise (ablation)" \
-  --system adapters_as_many_parameters_as_group_trained_with_the_model_ablation "Adapters, as many parameters as Group (ablation)" \
-  --system $frozen "Group, no sampling noise, selection frozen (ablation)" \
+  --panel $'MT many-to-one, 6 + 6 layers of d_model 64\n(CPU, 1,000 updates, 5 seeds)' $OUT "${DEPTH_FIGURE_SYSTEMS[@]}" \
   --output $HERE/against_shared.png > $HERE/against_shared.md
 $python benchmarks/results/quality/baselines/selection_changes.py $OUT --initial $frozen > $HERE/selection_changes.md
 $python benchmarks/recipe_curves.py $OUT --output_dir $HERE

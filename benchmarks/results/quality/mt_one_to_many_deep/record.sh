@@ -8,6 +8,16 @@ DEPTH=$HERE  # where collapse.py is, whatever HERE a sourcing script sets
 python=.venv/bin/python
 export OMP_WAIT_POLICY=PASSIVE OMP_NUM_THREADS=1 HF_HUB_OFFLINE=1 PYTHONPATH=src:training
 
+# The depth figures' systems, as quality_plot.py's --system arguments: one-to-many's figure
+# (../../gpu_2026-11-28_s42/figure.sh) and many-to-one's (../mt_many_to_one_deep/tables.sh) draw the same systems
+# with the same labels, so the same colours
+DEPTH_FIGURE_SYSTEMS=(
+  --system group "Group head selection (the paper's recipe)"
+  --system group_no_sampling_noise_ablation "Group, no sampling noise (ablation)"
+  --system adapters_as_many_parameters_as_group_trained_with_the_model_ablation "Adapters, as many parameters as Group (ablation)"
+  --system group_no_sampling_noise_selection_frozen_ablation "Group, no sampling noise, selection frozen (ablation)"
+)
+
 # timed ENTRY LOG COMMAND...: COMMAND's output into LOG; "rc=<status> <seconds> s <time> ENTRY" appended to runs.txt
 timed() {
   local entry=$1 log=$2 start rc

@@ -7,7 +7,8 @@ each, nothing else changed (the tags and tokens stay the direction's own). Per-t
 interchangeable lose nothing when misrouted; per-task ones that the model relies on do. Plain cross-entropy: the
 experiments' test-loss tables are label-smoothed (epsilon 0.1, the recipes' default) and read 0.3-0.5 nats higher.
 
-    python benchmarks/results/quality/mt_one_to_many_deep/route_swap.py outputs/benchmark/mt_many_to_one_deep
+    PYTHONPATH=training:benchmarks python benchmarks/results/quality/mt_one_to_many_deep/route_swap.py \
+        outputs/benchmark/mt_many_to_one_deep
 
 Prints one row per run (its own route, the mean over the shifts, their spread) and, per system, the misrouting's
 cost over seeds. Runs without task routing (the shared model) are listed as such.
@@ -23,6 +24,7 @@ import torch
 from torch.nn.functional import cross_entropy
 
 from collapse import batch, load
+from quality_tables import mean_and_spread
 
 SIDES = ("encoder", "decoder")
 
@@ -39,7 +41,6 @@ def routed_side(config) -> str | None:
 @torch.no_grad()
 def summed_cross_entropy(model, inputs: dict[str, torch.Tensor]) -> tuple[float, int]:
     """The cross-entropy summed over the labelled target tokens, and their count (no KL term, no loss scaling)."""
-    model.eval()
     logits = model(**inputs).logits
     labels = inputs["labels"]
     total = cross_entropy(logits.flatten(0, 1).float(), labels.flatten(), ignore_index=-100, reduction="sum")
@@ -52,13 +53,13 @@ def routed_losses(model, batches: dict[str, dict[str, torch.Tensor]], side: str)
     tasks = list(getattr(model.config, f"{side}_tasks"))
     if sorted(batches) != sorted(tasks):
         raise ValueError(f"the batches' tasks {sorted(batches)} are not the {side} tasks {tasks}")
+    model.eval()
     losses = {}
     for shift in range(len(tasks)):
         total = count = 0
         for index, task in enumerate(tasks):
             inputs = dict(batches[task])
-            ids = inputs.get(f"{side}_task_ids", inputs["input_ids"].new_zeros(len(inputs["input_ids"])))
-            inputs[f"{side}_task_ids"] = torch.full_like(ids, (index + shift) % len(tasks))
+            inputs[f"{side}_task_ids"] = torch.full((len(inputs["input_ids"]),), (index + shift) % len(tasks))
             summed, tokens = summed_cross_entropy(model, inputs)
             total, count = total + summed, count + tokens
         losses[shift] = total / count
@@ -75,9 +76,9 @@ def run_row(run: Path) -> tuple[str, float | None]:
     batches = {task: batch(run, tokenizer, model, task, pairs=None) for task in getattr(model.config, f"{side}_tasks")}
     losses = routed_losses(model, batches, side)
     shifted = [loss for shift, loss in losses.items() if shift]
-    cost = statistics.mean(shifted) - losses[0]
-    return (f"{side} ({len(losses)} tasks) | {losses[0]:.3f} | {statistics.mean(shifted):.3f} "
-            f"[{min(shifted):.3f}, {max(shifted):.3f}] | {cost:+.3f} |"), cost
+    misrouted = statistics.mean(shifted)
+    return (f"{side} ({len(losses)} tasks) | {losses[0]:.3f} | {misrouted:.3f} "
+            f"[{min(shifted):.3f}, {max(shifted):.3f}] | {misrouted - losses[0]:+.3f} |"), misrouted - losses[0]
 
 
 def main(argv: list[str] | None = None) -> dict[str, list[float]]:
@@ -99,8 +100,8 @@ def main(argv: list[str] | None = None) -> dict[str, list[float]]:
     print("\n| system | seeds | misrouting cost, mean ± std over seeds | seeds where misrouting costs |\n"
           "|---|---:|---:|---:|")
     for system, values in costs.items():
-        spread = statistics.stdev(values) if len(values) > 1 else 0.0
-        print(f"| {system} | {len(values)} | {statistics.mean(values):+.3f} ± {spread:.3f} | "
+        mean, spread = mean_and_spread(values)
+        print(f"| {system} | {len(values)} | {mean:+.3f} ± {spread:.3f} | "
               f"{sum(value > 0 for value in values)} of {len(values)} |")
     return costs
 

@@ -11,8 +11,6 @@ timed "route_swap.sh: retrain $1" $OUT/route_swap_lane1.log \
   $python training/run_experiment.py $HERE/lr_0.001_warmup_400.yaml --lanes 2 \
   --systems "Group, no sampling noise (ablation)" "Adapters as many parameters as Group, trained with the model (ablation)" \
   "Group, no sampling noise, selection frozen (ablation)"
-for lane in lane1 lane2; do  # lane 2 logs to the output folder
-  log=$OUT/route_swap_lane1.log; [ $lane = lane2 ] && log=$OUT/lane2.log
-  without_progress_bars $log $HERE/route_swap_${1:+$1_}$lane.log
-done
+without_progress_bars $OUT/route_swap_lane1.log $HERE/route_swap_${1:+$1_}lane1.log
+without_progress_bars $OUT/lane2.log $HERE/route_swap_${1:+$1_}lane2.log  # lane 2 logs to the output folder
 bash $HERE/route_swap_tables.sh
