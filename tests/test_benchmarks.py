@@ -645,6 +645,39 @@ def test_route_swap_finds_the_routed_side_and_refuses_what_it_cannot_shift(route
         route_swap.routed_losses(model, dict(list(route_swap_batches(model).items())[:2]), "decoder")
 
 
+@pytest.fixture
+def rerun_check(monkeypatch):
+    """The depth folder's rerun_check.py, imported from its folder."""
+    monkeypatch.syspath_prepend(str(Path(__file__).parents[1] / "benchmarks/results/quality/mt_one_to_many_deep"))
+    import rerun_check
+
+    return rerun_check
+
+
+def test_rerun_check_counts_the_tensors_that_differ_and_the_largest_difference(rerun_check, tmp_path, capsys):
+    weights = {"a": torch.zeros(3), "b": torch.ones(2, 2), "c": torch.arange(4.0)}
+    changed = dict(weights, b=torch.ones(2, 2) + torch.tensor([[0.0, 2e-5], [0.0, 0.0]]), c=torch.arange(4.0) - 0.5)
+    for name, tensors in {"reference": weights, "same": weights, "changed": changed}.items():
+        (tmp_path / name).mkdir()
+        save_file(tensors, tmp_path / name / "model.safetensors")
+    rows = rerun_check.main([str(tmp_path / name) for name in ("reference", "same", "changed")])
+    assert rows == [(0, 0.0), (2, 0.5)]
+    assert "| changed | 2 | 0.5 |" in capsys.readouterr().out
+    with pytest.raises(ValueError, match="other tensors"):
+        rerun_check.differences(weights, {"a": torch.zeros(3)})
+
+
+def test_rerun_check_writes_a_short_training_only_copy_of_a_run_config(rerun_check, tmp_path):
+    source = tmp_path / "run_config.json"
+    source.write_text(json.dumps({"seed": 1, "max_steps": 1000, "logging_steps": 100, "do_predict": True,
+                                  "output_dir": "elsewhere", "cache_dir": "elsewhere/cache"}))
+    written = rerun_check.short_config(source, tmp_path / "short" / "run", 50)
+    assert written == tmp_path / "short" / "run" / "run_config.json"
+    assert json.loads(written.read_text()) == {
+        "seed": 1, "max_steps": 50, "logging_steps": 10, "do_predict": False,
+        "output_dir": str(tmp_path / "short" / "run"), "cache_dir": str(tmp_path / "short" / "cache")}
+
+
 def test_quality_plot_refuses_repeated_panel_titles_and_system_labels(tmp_path, capsys):
     import quality_plot
 
