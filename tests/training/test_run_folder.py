@@ -9,6 +9,7 @@ import pytest
 from recipe_testkit import tiny_flags
 
 from headsel_recipes import run
+from headsel_recipes.environment import ENVIRONMENT_LOG_NAME
 from headsel_recipes.modeling import find_checkpoints
 from headsel_recipes.run_folder import AVERAGED_CHECKPOINTS_NAME, clear_earlier_run, earlier_run
 from headsel_recipes.tasks import MT
@@ -19,6 +20,11 @@ def checkpoint_names(folder) -> list[str]:
     return [path.name for path in find_checkpoints(str(folder))]
 
 
+def environments(folder) -> list[dict]:
+    """The records of the folder's environment.jsonl: one per invocation that trained or scored there."""
+    return [json.loads(line) for line in (folder / ENVIRONMENT_LOG_NAME).read_text().splitlines()]
+
+
 def test_checkpoints_of_an_earlier_run_are_refused_or_removed(text_corpus, tmp_path):
     out = tmp_path / "run"
     common = ["--train_file", str(text_corpus / "train.jsonl"), "--save_strategy", "steps", "--save_steps", "2",
@@ -26,6 +32,8 @@ def test_checkpoints_of_an_earlier_run_are_refused_or_removed(text_corpus, tmp_p
     first = run(MT, tiny_flags(out, speech=False, max_steps=4) + common)
     assert checkpoint_names(out) == ["checkpoint-2", "checkpoint-4"]
     saved = (out / "model.safetensors").stat().st_mtime_ns
+    (trained,) = environments(out)
+    assert trained["recipe"] == "mt" and trained["do_train"] and trained["resumed_from"] is None
 
     with pytest.raises(ValueError, match="holds an earlier run's checkpoint-2, checkpoint-4, tokenizer, which this "
                                          "run .from step 0. would take for its own"):
@@ -34,6 +42,7 @@ def test_checkpoints_of_an_earlier_run_are_refused_or_removed(text_corpus, tmp_p
         run(MT, tiny_flags(out, speech=False, max_steps=2) + common + [
             "--overwrite_output_dir", "--resume_from_checkpoint", "true"])
     assert (out / "model.safetensors").stat().st_mtime_ns == saved  # refused before any work
+    assert environments(out) == [trained]  # and recorded none
 
     # Starting over: the 2-step run averages its own last checkpoint, not the earlier run's checkpoint-4, and
     # trains its own tokenizer on its flags (a smaller vocabulary) instead of reusing the folder's.
@@ -43,6 +52,7 @@ def test_checkpoints_of_an_earlier_run_are_refused_or_removed(text_corpus, tmp_p
     assert json.loads((out / AVERAGED_CHECKPOINTS_NAME).read_text()) == ["checkpoint-2"]
     assert len(again.trainer.processing_class) < len(first.trainer.processing_class)
     assert [json.loads(line)["step"] for line in (out / SELECTION_LOG_NAME).read_text().splitlines()] == [0, 1, 2]
+    assert len(environments(out)) == 1  # the earlier run's record went with its checkpoints
 
 
 def test_a_tokenizer_the_run_would_reuse_is_refused_unless_named_or_continued(text_corpus, tmp_path):
@@ -57,19 +67,21 @@ def test_a_tokenizer_the_run_would_reuse_is_refused_unless_named_or_continued(te
     # a new model: the earlier one's scores and selection log are gone (a card would have shown them as its own)
     assert not (out / "predict_results.json").exists()
     assert [json.loads(line)["step"] for line in (out / SELECTION_LOG_NAME).read_text().splitlines()] == [0, 1]
+    assert len(environments(out)) == 1
     run(MT, flags + ["--resume_from_checkpoint", "last"])  # continues the folder's run (none saved: from step 0)
     assert [json.loads(line)["step"] for line in (out / SELECTION_LOG_NAME).read_text().splitlines()] == [0, 1, 0, 1]
+    assert len(environments(out)) == 2  # each invocation that trained in the folder says where it ran
 
 
 def test_clear_earlier_run_keeps_what_is_not_a_runs(tmp_path):
     for name in ("checkpoint-5", "checkpoint-10", "baseline"):
         (tmp_path / name).mkdir()
-    for name in (SELECTION_LOG_NAME, AVERAGED_CHECKPOINTS_NAME, "predict_results.json", "train_results.json",
-                 "generated_predictions.jsonl", "run_config.json", "config.json"):
+    for name in (SELECTION_LOG_NAME, AVERAGED_CHECKPOINTS_NAME, ENVIRONMENT_LOG_NAME, "predict_results.json",
+                 "train_results.json", "generated_predictions.jsonl", "run_config.json", "config.json"):
         (tmp_path / name).write_text("{}")
     assert earlier_run(tmp_path, reads_its_tokenizer=True, speech=False) == ["checkpoint-5", "checkpoint-10"]
     assert sorted(clear_earlier_run(tmp_path)) == sorted([
-        "checkpoint-5", "checkpoint-10", SELECTION_LOG_NAME, AVERAGED_CHECKPOINTS_NAME, "predict_results.json",
-        "train_results.json", "generated_predictions.jsonl"])
+        "checkpoint-5", "checkpoint-10", SELECTION_LOG_NAME, AVERAGED_CHECKPOINTS_NAME, ENVIRONMENT_LOG_NAME,
+        "predict_results.json", "train_results.json", "generated_predictions.jsonl"])
     assert sorted(path.name for path in tmp_path.iterdir()) == ["baseline", "config.json", "run_config.json"]
     assert clear_earlier_run(tmp_path) == []

@@ -22,6 +22,7 @@ from .arguments import DataArguments, HeadSelectionArguments, ModelArguments, Re
 from .audio import SpecAugment
 from .collator import Seq2SeqCollator
 from .data import DataError, collect_tasks, load_splits
+from .environment import record_environment
 from .metrics import TaskMetrics, is_noise_dependent, is_unlearned
 from .modeling import (STRUCTURAL_KEYWORDS, build_model, checkpoint_tasks, find_checkpoints, load_averaged_weights,
                        parse_config_overrides, refuse_head_selection_overrides)
@@ -584,6 +585,11 @@ def run(task: RecipeTask, args: list[str] | None = None) -> RecipeResult:
         trainer = make_trainer(task, model, tokenizer, feature_extractor, prepared, metrics, model_args, head_args,
                                data_args, training_args)
     result = RecipeResult(trainer, reports=reports)
+    if training_args.should_save:  # a rerun on another machine or library version drifts: say where this one ran
+        resumed_from = resume_checkpoint(training_args) if training_args.do_train else None
+        record_environment(training_args.output_dir, recipe=task.name, do_train=training_args.do_train,
+                           do_eval=training_args.do_eval, do_predict=training_args.do_predict,
+                           resumed_from=resumed_from and str(resumed_from), processes=training_args.world_size)
     if training_args.do_train:
         result.metrics["train"] = train(trainer, len(prepared["train"]), data_args)
     if training_args.do_eval:

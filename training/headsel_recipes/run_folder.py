@@ -19,6 +19,7 @@ from pathlib import Path
 
 from hf_headsel.analysis import SELECTION_LOG_NAME
 
+from .environment import ENVIRONMENT_LOG_NAME
 from .modeling import find_checkpoints
 from .results_keys import RESULT_FILES, predictions_path, results_path
 from .tokenizer import has_tokenizer
@@ -41,16 +42,16 @@ def earlier_run(output_dir: str | Path, *, reads_its_tokenizer: bool, speech: bo
 
 def clear_earlier_run(output_dir: str | Path) -> list[str]:
     """Remove what an earlier run left in `output_dir` that a run starting over there would mix with its own: the
-    `checkpoint-*` folders, the selection log, the averaged checkpoints' names, the scores and predictions. Its
-    model and tokenizer files are written over by the new run (which trains its own tokenizer); other files and
-    folders are kept. Returns the names removed."""
+    `checkpoint-*` folders, the selection log, the averaged checkpoints' names, the environments it ran in
+    (`environment.jsonl`), the scores and predictions. Its model and tokenizer files are written over by the new run
+    (which trains its own tokenizer); other files and folders are kept. Returns the names removed."""
     folder = Path(output_dir)
     removed = []
     for checkpoint in find_checkpoints(str(folder)):
         shutil.rmtree(checkpoint)
         removed.append(checkpoint.name)
-    files = [folder / SELECTION_LOG_NAME, folder / AVERAGED_CHECKPOINTS_NAME, predictions_path(folder),
-             results_path(folder, "train"), *(folder / name for name in RESULT_FILES)]
+    files = [folder / SELECTION_LOG_NAME, folder / AVERAGED_CHECKPOINTS_NAME, folder / ENVIRONMENT_LOG_NAME,
+             predictions_path(folder), results_path(folder, "train"), *(folder / name for name in RESULT_FILES)]
     for path in files:
         if path.is_file():
             path.unlink()
