@@ -24,6 +24,7 @@ import headsel_recipes.cli.experiment as experiment_cli
 import headsel_recipes.experiment.runner as runner_module
 from headsel_recipes import run
 from headsel_recipes.cli.experiment import main as run_experiment_command
+from headsel_recipes.environment import ENVIRONMENT_LOG_NAME
 from headsel_recipes.experiment.runner import CLAIM_FILE, Lane, plan_runs, run_experiment, run_flags, train_all
 from headsel_recipes.experiment.lanes import LOCK_FILE, LOCK_STALE_SECONDS, STALE_SECONDS
 from headsel_recipes.experiment.spec import parse_experiment
@@ -103,6 +104,8 @@ def test_tiny_experiment_end_to_end_and_resume(zero_shot_corpus, tmp_path):
     markdown = (out / "results.md").read_text()
     for title in ("Table 1", "Table 2", "Tables 3 and 5", "Table 4", "Table 6", "Figure 2", "Bootstrap 95%"):
         assert title in markdown
+    assert all((out / "runs" / run / ENVIRONMENT_LOG_NAME).is_file() for run in runs)
+    assert "environments" not in markdown  # every run trained here, in one environment
     assert (out / results["tables"][5]["figure"]).stat().st_size > 0
     assert json.loads((out / "results.json").read_text())["tables"] == results["tables"]
 
@@ -339,6 +342,52 @@ def test_runs_that_did_not_learn_are_named_in_the_report(tmp_path, caplog):
     results = run_experiment(experiment, TASKS, fake_recipe(scores, []), tables_only=True)
     assert results["systems"]["Adapter"]["seeds"]["1"]["unusable"] == 0.6667
     assert "- Adapter (seed 1): 67% of the hypotheses empty or looping" in (tmp_path / "exp/results.md").read_text()
+
+
+def write_environment(folder: Path, *records: dict) -> None:
+    """`folder`'s environment.jsonl: a record per invocation, on top of one environment (torch 2.13, AVX512)."""
+    base = {"hf_headsel_commit": "abc1234", "packages": {"torch": "2.13.0", "transformers": "5.24.0"},
+            "cpu": "EPYC", "cpu_capability": "AVX512", "accelerators": [], "do_train": True}
+    (folder / ENVIRONMENT_LOG_NAME).write_text("".join(json.dumps({**base, **record}) + "\n" for record in records))
+
+
+def test_runs_trained_in_other_environments_are_named_in_the_report(tmp_path, caplog):
+    """Runs trained with other code, library versions or CPU kernels round differently: the report names each
+    environment's runs (by the values that vary among them) and the runs without records; nothing when all agree or
+    none says."""
+    experiment = lanes_experiment(tmp_path)
+    scores = {"joint": {"tedx": 10.0}, "adapter": {"tedx": 12.0}, "group": {"tedx": 11.0}}
+    run_experiment(experiment, TASKS, fake_recipe(scores, []))
+    assert "environments" not in (tmp_path / "exp/results.md").read_text()  # no run says where it ran
+    runs = tmp_path / "exp/runs"
+    for folder in ("joint/seed1", "joint/seed2", "group/seed1", "group/seed2", "adapter/seed1"):
+        write_environment(runs / folder, {}, {"do_train": False, "cpu_capability": "AVX2"})  # scored elsewhere
+    with caplog.at_level("WARNING", logger="headsel_recipes.experiment"):
+        run_experiment(experiment, TASKS, fake_recipe(scores, []), tables_only=True)
+    markdown = (tmp_path / "exp/results.md").read_text()
+    section = markdown[markdown.index("**Runs trained in 2 environments**"):markdown.index("###")]
+    assert "- no record (trained before runs said where they ran): Adapter (seed 2)" in section
+    assert "trained in 2 environments" in caplog.text
+
+    write_environment(runs / "adapter/seed2", {})
+    with open(runs / "adapter/seed2" / ENVIRONMENT_LOG_NAME, "a") as log:
+        log.write('{"do_train": true, "cpu_capa\n')  # cut short: skipped, with a warning
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="headsel_recipes.experiment"):
+        run_experiment(experiment, TASKS, fake_recipe(scores, []), tables_only=True)  # one environment: nothing
+    assert "environments" not in (tmp_path / "exp/results.md").read_text()
+    assert "line 2 is not JSON; skipped" in caplog.text
+
+    write_environment(runs / "adapter/seed2", {"cpu_capability": "AVX2", "packages": {"torch": "2.14.1",
+                                                                                      "transformers": "5.24.0"}})
+    write_environment(runs / "group/seed2", {}, {"hf_headsel_commit": "def5678"})  # resumed with other code
+    run_experiment(experiment, TASKS, fake_recipe(scores, []), tables_only=True)
+    section = (tmp_path / "exp/results.md").read_text().split("**Runs trained in 3 environments**")[1].split("###")[0]
+    assert ("- hf_headsel_commit abc1234, cpu_capability AVX512, torch 2.13.0: Joint (seed 1), Joint (seed 2), "
+            "Adapter (seed 1), Group (seed 1)") in section
+    assert "- hf_headsel_commit abc1234, cpu_capability AVX2, torch 2.14.1: Adapter (seed 2)" in section
+    assert ("- hf_headsel_commit def5678, cpu_capability AVX512, torch 2.13.0 (resumed in 2 environments): "
+            "Group (seed 2)") in section
 
 
 def test_runs_that_work_only_with_their_training_noise_are_named_in_the_report(tmp_path):

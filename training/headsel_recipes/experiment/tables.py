@@ -23,6 +23,7 @@ from hf_headsel.card_metrics import ERROR_RATES
 
 from ..arguments import RecipeTask
 from ..metrics import is_noise_dependent, is_unlearned
+from .environments import environments_section
 from .scores import SystemScores, collect_scores
 from .spec import Experiment, TableSpec
 
@@ -342,7 +343,7 @@ def report(experiment: Experiment, task: RecipeTask, digits: int = 1) -> dict:
                             f"{metric.upper()} on the {'test' if experiment.split == 'predict' else 'validation'} "
                             f"set; mean ± standard deviation over seeds {experiment.seeds} (a cell over fewer seeds "
                             "names them).",
-                            *unlearned_section(scores)]
+                            *unlearned_section(scores), *environments_section(experiment)]
     experiment.output_dir.mkdir(parents=True, exist_ok=True)
     for index, spec in enumerate(experiment.tables):
         table = build_table(spec, scores, experiment, metric)
