@@ -5,8 +5,9 @@ A run repeats bit for bit on one machine with one version of the libraries; on a
 so other kernels) or after a change that rounds the same sums in another order, its training drifts from the
 recorded one after a few hundred updates, by up to the seed spread
 (`benchmarks/results/quality/mt_one_to_many_deep/README.md`, "Why the retrained runs are near their recorded
-runs"). A run folder therefore says where it was trained and scored: `environment.jsonl`, appended by every invocation that writes to the folder (a resumed or
-scoring run adds a line; a run starting over clears it with the earlier run's scores).
+runs"). A run folder therefore says where it was trained and scored: `environment.jsonl`, appended by every
+invocation that writes to the folder (a resumed or scoring run adds a line; a run starting over clears it with the
+earlier run's scores).
 """
 
 from __future__ import annotations
@@ -28,6 +29,9 @@ ENVIRONMENT_LOG_NAME = "environment.jsonl"
 #: The distributions whose versions a record names (`None` where one is not installed).
 RECORDED_PACKAGES = ("hf-headsel", "transformers", "torch", "datasets", "accelerate", "tokenizers", "sentencepiece",
                      "sacrebleu", "jiwer", "numpy")
+#: The fields of a record that decide how a training run rounds: the code and library versions, the CPU and its
+#: kernels, the accelerators (two runs that agree on them repeat bit for bit with one seed).
+ROUNDING_KEYS = ("hf_headsel_commit", "packages", "cpu", "cpu_capability", "accelerators")
 
 
 def package_version(name: str) -> str | None:
@@ -63,8 +67,9 @@ def cpu_name() -> str:
 
 
 def describe_environment() -> dict[str, Any]:
-    """The versions of `RECORDED_PACKAGES` (and hf_headsel's commit in a checkout), Python, the platform, the CPU (its name and the instruction set torch's
-    CPU kernels use), torch's thread count and the accelerators torch sees."""
+    """The versions of `RECORDED_PACKAGES` (and hf_headsel's commit in a checkout), Python, the platform, the CPU
+    (its name and the instruction set torch's CPU kernels use), torch's thread count and the accelerators torch
+    sees. [`ROUNDING_KEYS`] names the fields that decide how a training run rounds."""
     accelerators = [torch.cuda.get_device_name(index) for index in range(torch.cuda.device_count())]
     return {
         "python": platform.python_version(),
@@ -86,4 +91,3 @@ def record_environment(output_dir: str | Path, **run: Any) -> dict[str, Any]:
     with open(Path(output_dir) / ENVIRONMENT_LOG_NAME, "a", encoding="utf-8") as log:
         log.write(json.dumps(record) + "\n")
     return record
-

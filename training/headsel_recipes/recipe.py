@@ -570,8 +570,8 @@ def run(task: RecipeTask, args: list[str] | None = None) -> RecipeResult:
     with removed_on_failure(training_args.output_dir, written):
         head_args.task_type = task_type
         model = build_model(task, model_args, head_args, tokenizer, encoder_tasks, decoder_tasks)
-        if training_args.do_train:
-            check_resumable(resume_checkpoint(training_args), model)
+        resumed_from = resume_checkpoint(training_args) if training_args.do_train else None
+        check_resumable(resumed_from, model)
         if task.speech:
             check_feature_size(model, feature_extractor)
         generation = model.generation_config
@@ -586,7 +586,6 @@ def run(task: RecipeTask, args: list[str] | None = None) -> RecipeResult:
                                data_args, training_args)
     result = RecipeResult(trainer, reports=reports)
     if training_args.should_save:  # a rerun on another machine or library version drifts: say where this one ran
-        resumed_from = resume_checkpoint(training_args) if training_args.do_train else None
         record_environment(training_args.output_dir, recipe=task.name, do_train=training_args.do_train,
                            do_eval=training_args.do_eval, do_predict=training_args.do_predict,
                            resumed_from=resumed_from and str(resumed_from), processes=training_args.world_size)

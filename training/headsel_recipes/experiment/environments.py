@@ -14,13 +14,11 @@ import logging
 from collections import defaultdict
 from pathlib import Path
 
-from ..environment import ENVIRONMENT_LOG_NAME
+from ..environment import ENVIRONMENT_LOG_NAME, ROUNDING_KEYS
 from .spec import Experiment, run_dir
 
 logger = logging.getLogger("headsel_recipes.experiment")
 
-#: What makes two trainings round alike: the code and library versions, the CPU and its kernels, the accelerators.
-ROUNDING_KEYS = ("hf_headsel_commit", "packages", "cpu", "cpu_capability", "accelerators")
 #: What names an environment that has no other to be told apart from.
 SUMMARY_KEYS = ("hf_headsel_commit", "torch", "transformers", "cpu_capability")
 #: How a run without records is listed.

@@ -17,4 +17,4 @@ without_progress_bars $OUT/route_swap_lane1.log $HERE/route_swap_lane1.log
 without_progress_bars $OUT/lane2.log $HERE/route_swap_lane2.log  # lane 2 logs to the output folder
 $python benchmarks/quality_tables.py $OUT > $HERE/route_swap_retrained_supplementary.md
 cp $OUT/runs/group/seed1/environment.jsonl $HERE/route_swap_environment.jsonl  # where they ran (the report: all alike)
-PYTHONPATH=$PYTHONPATH:benchmarks $python $DEPTH/route_swap.py $OUT 2>/dev/null > $HERE/route_swap.md  # quality_tables
+misrouting_table $OUT > $HERE/route_swap.md

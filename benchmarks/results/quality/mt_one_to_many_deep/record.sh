@@ -44,3 +44,9 @@ collapse_with_checkpoints() {
   echo "### runs"; echo; collapse_table "$1"
   for run in "$1"/runs/*/seed*; do echo; echo "### checkpoints of $run"; echo; collapse_table --checkpoints "$run"; done
 }
+
+# misrouting_table FOLDER: route_swap.py's tables of FOLDER's runs (it imports collapse.py beside it and
+# benchmarks/quality_tables.py; its progress on stderr dropped)
+misrouting_table() {
+  PYTHONPATH=$PYTHONPATH:benchmarks $python $DEPTH/route_swap.py "$1" 2>/dev/null
+}

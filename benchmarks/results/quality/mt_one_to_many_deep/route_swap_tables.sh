@@ -6,5 +6,5 @@ OUT=outputs/benchmark/mt_one_to_many_deep_lr_0.001_warmup_400
 $python benchmarks/quality_tables.py $OUT > $HERE/route_swap_retrained_supplementary.md
 for folder in $OUT outputs/benchmark/mt_many_to_one_deep; do
   echo "### $folder"; echo
-  PYTHONPATH=$PYTHONPATH:benchmarks $python $HERE/route_swap.py $folder 2>/dev/null; echo  # quality_tables
+  misrouting_table $folder; echo
 done > $HERE/route_swap.md
