@@ -600,13 +600,16 @@ def test_quality_plot_table_writes_a_title_of_two_lines_on_one_header_row():
                      "|---|---:|", "| Group | +0.500 ± 0.000 (1) |"]
 
 
+def import_depth_script(monkeypatch, name: str):
+    """A script of the depth folder (`benchmarks/results/quality/mt_one_to_many_deep/`), imported as its own folder's
+    script is (beside collapse.py, which route_swap.py imports)."""
+    monkeypatch.syspath_prepend(str(Path(__file__).parents[1] / "benchmarks/results/quality/mt_one_to_many_deep"))
+    return importlib.import_module(name)
+
+
 @pytest.fixture
 def route_swap(monkeypatch):
-    """The depth folder's route_swap.py, imported as its own folder's script is (beside collapse.py)."""
-    monkeypatch.syspath_prepend(str(Path(__file__).parents[1] / "benchmarks/results/quality/mt_one_to_many_deep"))
-    import route_swap
-
-    return route_swap
+    return import_depth_script(monkeypatch, "route_swap")
 
 
 def route_swap_batches(model) -> dict[str, dict[str, torch.Tensor]]:
@@ -647,11 +650,7 @@ def test_route_swap_finds_the_routed_side_and_refuses_what_it_cannot_shift(route
 
 @pytest.fixture
 def rerun_check(monkeypatch):
-    """The depth folder's rerun_check.py, imported from its folder."""
-    monkeypatch.syspath_prepend(str(Path(__file__).parents[1] / "benchmarks/results/quality/mt_one_to_many_deep"))
-    import rerun_check
-
-    return rerun_check
+    return import_depth_script(monkeypatch, "rerun_check")
 
 
 def test_rerun_check_counts_the_tensors_that_differ_and_the_largest_difference(rerun_check, tmp_path, capsys):
