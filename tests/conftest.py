@@ -28,6 +28,7 @@ import torch
 from transformers import (
     AutoModelForSeq2SeqLM,
     AutoModelForSpeechSeq2Seq,
+    CompileConfig,
     MarianConfig,
     MarianModel,
     MarianMTModel,
@@ -39,6 +40,7 @@ from transformers.utils import logging as hf_logging
 
 from hf_headsel import (
     HeadSelMarianConfig,
+    HeadSelMarianForCausalLM,
     HeadSelMarianModel,
     HeadSelMarianMTModel,
     HeadSelSpeech2TextConfig,
@@ -129,6 +131,7 @@ class Family:
     base_kwargs: dict
     main_input_name: str
     files: tuple = field(default=())  # the flat modules save_pretrained must write
+    causal_lm_class: type | None = None  # the decoder alone (`AutoModelForCausalLM`), where the stock family has one
 
     # ---- configs and models -----------------------------------------------------------------------------------
 
@@ -225,7 +228,9 @@ MARIAN = Family(
     stock_base_model_class=MarianModel,
     base_kwargs=MARIAN_KWARGS,
     main_input_name="input_ids",
-    files=("modeling_head_selection.py", "configuration_headsel_marian.py", "modeling_headsel_marian.py"),
+    files=("modeling_head_selection.py", "configuration_headsel_marian.py", "modeling_headsel_marian.py",
+           "modeling_head_selection_causal_lm.py"),
+    causal_lm_class=HeadSelMarianForCausalLM,
 )
 
 SPEECH2TEXT = Family(
@@ -464,6 +469,23 @@ def projection_mode(monkeypatch):
         monkeypatch.setattr(HeadSelectionAttentionMixin, "mixed_batch_projection", mode)
 
     return set_mode
+
+
+@pytest.fixture
+def fresh_dynamo():
+    """Compile tests start from an empty dynamo cache: every test builds new models, and the shared `forward` code
+    objects would otherwise reach dynamo's recompilation limit."""
+    torch._dynamo.reset()
+    yield
+    torch._dynamo.reset()
+
+
+def compile_config() -> CompileConfig:
+    """What `generate` compiles its decoding step with in the tests: the `eager` dynamo backend (what fails is
+    dynamo's tracing, and it keeps the tests fast), on the CPU too."""
+    config = CompileConfig(fullgraph=True, backend="eager", mode=None)
+    config._compile_all_devices = True  # generate compiles on accelerators only unless told (testing flag)
+    return config
 
 
 def perturb_adapters(model, seed: int = 7) -> None:

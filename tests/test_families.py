@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from transformers import AutoConfig, AutoModel
+from transformers import AutoConfig, AutoModel, AutoModelForCausalLM
 
 import hf_headsel
 from conftest import ALL_COMPONENTS, FAMILIES as TEST_FAMILIES
@@ -32,7 +32,8 @@ def test_registry_names_every_class_of_a_family(family, registered):
     assert registered.stock_base_model_class is family.stock_base_model_class
     assert registered.stock_config_class is family.stock_config_class
     assert family_of(family.stock_config_class.model_type) is registered  # exported models
-    assert registered.modules == family.files[1:]
+    assert registered.modules == family.files[1:3]  # its configuration and modeling modules
+    assert registered.causal_lm_class is family.causal_lm_class
     assert set(HEADSEL_MODEL_TYPES) == {f.config_class.model_type for f in TEST_FAMILIES.values()}
     assert len(FAMILIES) == len(TEST_FAMILIES)
 
@@ -42,6 +43,11 @@ def test_registry_registers_the_auto_classes(family, registered):
     assert type(AutoConfig.for_model(registered.model_type)) is family.config_class
     assert type(AutoModel.from_config(config)) is family.base_model_class
     assert type(registered.auto_class.from_config(config)) is family.model_class
+    if family.causal_lm_class is None:  # as the stock family: no causal LM
+        with pytest.raises(ValueError, match="Unrecognized configuration class"):
+            AutoModelForCausalLM.from_config(config)
+    else:
+        assert type(AutoModelForCausalLM.from_config(config)) is family.causal_lm_class
 
 
 def test_custom_pipelines_entry_names_the_flat_pipeline_module(registered):

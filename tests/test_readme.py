@@ -1,6 +1,6 @@
 """The README's examples run as written, offline, in a temporary folder, and do what their comments say: the quick
 start (build, route a mixed batch, beam search, save, reload with a default task), loading with remote code through
-the Auto classes, and LoRA through PEFT down to a stock model per task.
+the Auto classes, LoRA through PEFT down to a stock model per task, and the decoder alone as a causal LM.
 
 The README's Hub block is not run: it pushes to and downloads from the Hub. Its parts are tested offline in
 `test_hub.py` (push and card), `test_pipelines.py` (pipelines with remote code) and `test_conversion.py` (export and
@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from transformers import MarianMTModel
+from transformers import MarianForCausalLM, MarianMTModel
 
 from doc_examples import python_blocks, run_blocks
 
@@ -23,6 +23,7 @@ README = Path(__file__).resolve().parents[1] / "README.md"
 QUICK_START = "model = HeadSelMarianMTModel(config)"
 REMOTE_CODE = 'AutoModelForSeq2SeqLM.from_pretrained("my-model", trust_remote_code=True'
 PEFT = "get_peft_model(model"
+CAUSAL_LM = "lm = HeadSelMarianForCausalLM(config)"
 
 
 def readme_block(marker: str) -> str:
@@ -75,3 +76,13 @@ def test_remote_code_and_peft_blocks_run_as_written(quick_start):
     assert all(type(layer.self_attn.q_proj) is torch.nn.Linear for layer in merged.model.decoder.layers)
     # "and on to a stock MarianMTModel per task"
     assert type(namespace["stock_de"]) is MarianMTModel
+
+
+def test_causal_lm_block_runs_as_written(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    torch.manual_seed(0)
+    namespace = run(readme_block(CAUSAL_LM), {})
+    # "one task per example": 2 prompts of 2 tokens, 20 new tokens at most
+    assert namespace["lm_tokens"].shape[0] == 2 and namespace["lm_tokens"].shape[1] <= 22
+    # "a stock MarianForCausalLM"
+    assert type(namespace["lm"].export_task_model("fr")) is MarianForCausalLM

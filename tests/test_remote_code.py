@@ -46,6 +46,9 @@ def test_save_pretrained_writes_flat_modules_and_auto_map(family, saved):
         "AutoConfig": f"{config_module}.{family.config_class.__name__}",
         "AutoModel": f"{model_module}.{family.base_model_class.__name__}",  # as the stock family registers it
         family.auto_model_class.__name__: f"{model_module}.{family.model_class.__name__}",
+        # the decoder alone, where the stock family has a causal LM (Marian)
+        **({} if family.causal_lm_class is None else
+           {"AutoModelForCausalLM": f"{model_module}.{family.causal_lm_class.__name__}"}),
     }
     assert config["model_type"] == family.config_class.model_type
     assert config["architectures"] == [family.model_class.__name__]

@@ -29,7 +29,7 @@ import typing
 
 import pytest
 import torch
-from transformers import AutoModel, CompileConfig, GenerationConfig, GenerationMixin, PreTrainedModel
+from transformers import AutoModel, GenerationConfig, GenerationMixin, PreTrainedModel
 from transformers.cache_utils import Cache, DynamicCache
 from transformers.processing_utils import Unpack
 from transformers.utils import ModelOutput, TransformersKwargs
@@ -45,6 +45,7 @@ from conftest import (
     HEADS,
     MIXED,
     SINGLE_TASK,
+    compile_config,
     perturb_adapters,
     randomize_selector_logits,
     seed_everything,
@@ -109,15 +110,6 @@ def assert_same(actual, expected, path: str = "output") -> None:
 def without_kl(output):
     """A head-selection output minus `head_selection_kl`: the stock fields."""
     return type(output)(**{key: value for key, value in output.items() if key != "head_selection_kl"})
-
-
-@pytest.fixture
-def fresh_dynamo():
-    """Compile tests start from an empty dynamo cache: every test builds new models, and the shared `forward` code
-    objects would otherwise reach dynamo's recompilation limit."""
-    torch._dynamo.reset()
-    yield
-    torch._dynamo.reset()
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -322,12 +314,6 @@ def test_fullgraph_compiled_training_step_equals_eager(family, ids, fresh_dynamo
     assert compiled_grads.keys() == grads.keys() and any(name.startswith("head_selection.") for name in grads)
     for name in grads:
         torch.testing.assert_close(compiled_grads[name], grads[name])
-
-
-def compile_config() -> CompileConfig:
-    config = CompileConfig(fullgraph=True, backend="eager", mode=None)
-    config._compile_all_devices = True  # generate compiles on accelerators only unless told (testing flag)
-    return config
 
 
 @pytest.mark.parametrize("cache_implementation", ["static", "offloaded_static"])

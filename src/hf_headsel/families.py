@@ -1,7 +1,8 @@
 # Copyright 2026 The hf-headsel authors. Licensed under the Apache License, Version 2.0.
 """The model families this package supports, in one registry: what the rest of the package looks up per family.
 
-Each [`Family`] names its head-selection classes (config, base model, generation model); the stock classes they
+Each [`Family`] names its head-selection classes (config, base model, generation model, decoder-only language
+model where the stock family has one); the stock classes they
 extend, its Auto class, remote-code modules, pipeline and model-card facts are derived from them or stated once here.
 `hf_headsel/__init__.py` registers every family with the Auto classes; `hub`, `model_card`, `model_folder` and
 `analysis` look families up with [`family_of`]. To add a family: write its configuration and modeling modules (as
@@ -14,12 +15,20 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from transformers import AutoConfig, AutoModel, AutoModelForSeq2SeqLM, AutoModelForSpeechSeq2Seq, PretrainedConfig, PreTrainedModel
+from transformers import (
+    AutoConfig,
+    AutoModel,
+    AutoModelForCausalLM,
+    AutoModelForSeq2SeqLM,
+    AutoModelForSpeechSeq2Seq,
+    PretrainedConfig,
+    PreTrainedModel,
+)
 
 from .configuration_headsel_marian import HeadSelMarianConfig
 from .configuration_headsel_speech_to_text import HeadSelSpeech2TextConfig
 from .conversion import stock_model_class
-from .modeling_headsel_marian import HeadSelMarianModel, HeadSelMarianMTModel
+from .modeling_headsel_marian import HeadSelMarianForCausalLM, HeadSelMarianModel, HeadSelMarianMTModel
 from .modeling_headsel_speech_to_text import HeadSelSpeech2TextForConditionalGeneration, HeadSelSpeech2TextModel
 from .pipeline_headsel import (
     SPEECH_RECOGNITION,
@@ -44,6 +53,8 @@ class Family:
     preprocessor_class: str  # the Auto class that loads its tokenizer / processor
     preprocessor_name: str  # how the card's examples call it
     description: str
+    #: the decoder alone (registered with `AutoModelForCausalLM`), where the stock family has one
+    causal_lm_class: type[PreTrainedModel] | None = None
 
     @property
     def model_type(self) -> str:
@@ -93,6 +104,9 @@ class Family:
         self.config_class.register_for_auto_class()
         self.base_model_class.register_for_auto_class("AutoModel")
         self.model_class.register_for_auto_class(self.auto_class.__name__)
+        if self.causal_lm_class is not None:
+            AutoModelForCausalLM.register(self.config_class, self.causal_lm_class, exist_ok=True)
+            self.causal_lm_class.register_for_auto_class("AutoModelForCausalLM")
 
 
 MARIAN = Family(
@@ -106,6 +120,7 @@ MARIAN = Family(
     preprocessor_class="AutoTokenizer",
     preprocessor_name="tokenizer",
     description="text translation model (Marian)",
+    causal_lm_class=HeadSelMarianForCausalLM,
 )
 SPEECH2TEXT = Family(
     config_class=HeadSelSpeech2TextConfig,

@@ -8,6 +8,9 @@
   `...ForConditionalGeneration` classes.
 * [`HeadSelSeq2SeqLMOutput`]: the stock output plus `head_selection_kl`.
 
+The decoder-only `...ForCausalLM` classes build on [`HeadSelectionModelMixin`] in
+`modeling_head_selection_causal_lm.py`.
+
 Each family's modeling module only names the stock classes it extends. Copied next to saved models as remote code;
 imports only torch, transformers and its sibling modules (`adapters`, `configuration_head_selection`, `conversion`,
 `eval_cache`, `routing`, `selection`).
@@ -65,10 +68,10 @@ from .selection import LOGIT_INIT_RANGE, ComponentSelectors, HeadSelector
 logger = logging.get_logger(__name__)
 
 #: The inputs of a stock forward whose first dimension is the batch: reordered with it when a mixed batch is grouped
-#: by task ([`HeadSelectionBaseModelMixin.routed_forward`]).
+#: by task ([`HeadSelectionBaseModelMixin.routed_forward`]; the last two as a causal LM's decoder takes them).
 BATCH_FIRST_INPUTS = frozenset({
     "input_ids", "input_features", "inputs_embeds", "attention_mask", "decoder_input_ids", "decoder_inputs_embeds",
-    "decoder_attention_mask", "labels", "encoder_outputs",
+    "decoder_attention_mask", "labels", "encoder_outputs", "encoder_hidden_states", "encoder_attention_mask",
 })
 
 
@@ -135,6 +138,9 @@ class HeadSelectionBaseModelMixin:
     #: `{Auto class name: model class name}` of the family, written to `config.auto_map` by `save_pretrained` so
     #: that every Auto class the stock family supports loads the saved model with `trust_remote_code=True`.
     head_selection_auto_classes: dict[str, str] = {}
+    #: The submodule of the base model that a generation class's stock forward calls, where a mixed batch is grouped
+    #: (`""`: the base model itself; a causal LM's stock forward calls `model.decoder`, past its wrapper).
+    grouped_call_path: str = ""
     #: Loaded in half precision (`dtype=torch.bfloat16`), `phi` stays in float32 (see `HeadSelector._apply`).
     _keep_in_fp32_modules_strict = ["head_selection"]
 
@@ -165,16 +171,18 @@ class HeadSelectionBaseModelMixin:
         if config.task_adapter_dim:
             self._install_task_adapters()
         if base is not self:  # a generation class: mixed batches are grouped where its forward calls the base model
-            base.__dict__["_grouping_inverses"] = []  # made here: torch 2.11 cannot compile a `setdefault` in the hook
-            base.register_forward_pre_hook(self._group_base_model_call, with_kwargs=True)
-            base.register_forward_hook(self._restore_base_model_outputs, with_kwargs=True)
+            called = base.get_submodule(self.grouped_call_path)
+            # made here: torch 2.11 cannot compile a `setdefault` in the hook
+            called.__dict__["_grouping_inverses"] = []
+            called.register_forward_pre_hook(self._group_base_model_call, with_kwargs=True)
+            called.register_forward_hook(self._restore_base_model_outputs, with_kwargs=True)
         self.post_init()  # initialises only the new modules: the stock ones are marked initialised already
 
     def _install_task_adapters(self) -> None:
         """A [`TaskAdapters`] after every encoder and decoder layer (`layer.task_adapter`), applied by a forward
         hook that reads the task ids from the layer's keyword arguments."""
-        config, base = self.config, self.base_model
-        for side, layers in (("encoder", base.encoder.layers), ("decoder", base.decoder.layers)):
+        config = self.config
+        for side, layers in self._layers_by_side():
             sides = config.adapter_sides(side)
             for layer in layers:
                 layer.task_adapter = TaskAdapters(config.num_keys(sides), config.d_model, config.task_adapter_dim)
@@ -362,17 +370,23 @@ class HeadSelectionBaseModelMixin:
         inverse = module.__dict__["_grouping_inverses"].pop()  # last in, first out: stays paired after an error
         return outputs if inverse is None else take_examples(outputs, inverse)
 
+    def _layers_by_side(self) -> list[tuple[str, torch.nn.ModuleList]]:
+        """`[(side, its layers)]` of the sides this model has (a causal LM has no encoder)."""
+        base = self.base_model
+        return [(side, getattr(base, side).layers) for side in SIDES if hasattr(base, side)]
+
     def _checkpoints_layers(self) -> bool:
         """Whether gradient checkpointing is on for any encoder or decoder layer."""
-        base = self.base_model
-        return any(getattr(layer, "gradient_checkpointing", False) for layer in (*base.encoder.layers,
-                                                                                  *base.decoder.layers))
+        return any(getattr(layer, "gradient_checkpointing", False)
+                   for _, layers in self._layers_by_side() for layer in layers)
 
     def _remembered_route(self, side: str, ids, batch_size: int, device: torch.device) -> TaskRoute:
         """[`task_route`], remembered within a `generate` call for its id tensor: `generate` passes the same tensor
         at every decoding step, which then costs no validation and no host synchronisation. Outside `generate` every
         call routes afresh: a caller's tensor may change between calls without a version bump (written through
         `.data`, or through a numpy array sharing its memory)."""
+        if ids is None and side in self._unread_sides():
+            ids = 0  # no layer reads this side's task: any valid id routes it, and none needs to be given
         memo = self.__dict__.get("_generation_memo")
         if is_compiling() or memo is None:  # the memo is host-side state: traced code routes afresh
             return task_route(self.config, side, ids, batch_size, device)
@@ -388,6 +402,11 @@ class HeadSelectionBaseModelMixin:
         route = task_route(self.config, side, ids, batch_size, device)
         memo[side] = (ids, version, route) if isinstance(ids, torch.Tensor) else None
         return route
+
+    def _unread_sides(self) -> tuple[str, ...]:
+        """The sides whose task no layer of this model reads, routed to their first task when no ids are given: none
+        in an encoder-decoder model, whose examples each have both tasks."""
+        return ()
 
     def head_selection_kl(self, routing: Routing, labels: torch.LongTensor) -> torch.Tensor:
         """The batch KL: per component, the mean of the task KLs weighted by each task's target tokens."""
@@ -409,6 +428,9 @@ class HeadSelectionModelMixin(HeadSelectionBaseModelMixin):
     stock `...ForConditionalGeneration` classes (mixed in before them). The family's `forward` wraps the stock
     output with [`~HeadSelectionModelMixin.add_head_selection_kl`].
     """
+
+    #: What [`add_head_selection_kl`] makes of the stock output.
+    head_selection_output_class: type = HeadSelSeq2SeqLMOutput
 
     def generate(self, inputs: torch.Tensor | None = None, *args, encoder_task_ids=None, decoder_task_ids=None,
                  **kwargs):
@@ -447,7 +469,9 @@ class HeadSelectionModelMixin(HeadSelectionBaseModelMixin):
             return inputs
         # only a compileable (static) cache lets `generate` compile its decoding step, which reads the ids traced
         compileable = getattr(inputs.get(CACHE_KWARG), "is_compileable", False)
-        reference = first_tensor(inputs.get("decoder_input_ids"), inputs.get("decoder_inputs_embeds"))
+        # a decoder-only model's step inputs are the decoder's, under the plain names
+        reference = first_tensor(*(inputs.get(name) for name in ("decoder_input_ids", "decoder_inputs_embeds",
+                                                                 "input_ids", "inputs_embeds")))
         inputs[EVAL_WEIGHTS_KWARG] = self._generation_eval_weights(
             inputs.get("encoder_task_ids"), inputs.get("decoder_task_ids"), reference.shape[0], reference.device,
             compileable)
@@ -538,11 +562,12 @@ class HeadSelectionModelMixin(HeadSelectionBaseModelMixin):
         return from_stock(cls, stock_model_or_path, from_pretrained_kwargs=from_pretrained_kwargs,
                           **head_selection_keywords)
 
-    def add_head_selection_kl(self, outputs, labels, routing: Routing) -> HeadSelSeq2SeqLMOutput:
-        """Wrap stock outputs; with `labels`, add `head_selection_kl_weight * KL` to the loss."""
+    def add_head_selection_kl(self, outputs, labels, routing: Routing):
+        """Wrap stock outputs in [`head_selection_output_class`]; with `labels`, add `head_selection_kl_weight * KL`
+        to the loss."""
         # `return_dict=True` was asked of the stock forward; a `return_dict=False` tuple is made by `can_return_tuple`
         # on the head-selection forward, from this output (`head_selection_kl` last).
-        outputs = HeadSelSeq2SeqLMOutput(**outputs)
+        outputs = self.head_selection_output_class(**outputs)
         if labels is not None:
             kl = self.head_selection_kl(routing, labels)
             outputs.head_selection_kl = kl
