@@ -22,12 +22,12 @@ import argparse
 import logging
 from pathlib import Path
 
-from transformers import AutoConfig, AutoModelForSeq2SeqLM, AutoModelForSpeechSeq2Seq, AutoProcessor, AutoTokenizer
+from transformers import AutoConfig, AutoProcessor, AutoTokenizer
 
 import hf_headsel  # noqa: F401  (registers the head-selection classes with the Auto classes)
 from hf_headsel.configuration_head_selection import SIDES
 from hf_headsel.conversion import export_task_model, needed_sides, resolve_export_tasks
-from hf_headsel.families import HEADSEL_MODEL_TYPES
+from hf_headsel.families import HEADSEL_MODEL_TYPES, family_of
 from hf_headsel.hub import push_to_hub, reads_target_lang_token, write_model_card
 
 from ..results_keys import one_group, read_metrics
@@ -102,8 +102,7 @@ def load_model(model_dir: str):
     if config.model_type not in HEADSEL_MODEL_TYPES:
         raise ValueError(f"{model_dir} holds a {config.model_type!r} model, not a head-selection one "
                          f"({', '.join(HEADSEL_MODEL_TYPES)}): there are no tasks to export")
-    auto_class = AutoModelForSpeechSeq2Seq if config.model_type == "headsel_speech_to_text" else AutoModelForSeq2SeqLM
-    return auto_class.from_pretrained(model_dir).eval()
+    return family_of(config.model_type).auto_class.from_pretrained(model_dir).eval()
 
 
 def load_preprocessor(model_dir: str):

@@ -17,6 +17,7 @@ import logging
 from pathlib import Path
 
 import hf_headsel  # noqa: F401  (registers the head-selection classes with the Auto classes)
+from hf_headsel.families import family_of
 from hf_headsel.hub import (
     HEADSEL_MODEL_TYPES,
     check_upload,
@@ -32,13 +33,12 @@ from . import console_script
 logger = logging.getLogger("push_to_hub")
 LICENSE = "apache-2.0"
 
+
 def write_card(folder: Path, args: argparse.Namespace) -> Path:
     """Load the model of `folder` and write its card."""
-    from transformers import AutoConfig, AutoModelForSeq2SeqLM, AutoModelForSpeechSeq2Seq
+    from transformers import AutoConfig
 
-    config = AutoConfig.from_pretrained(folder)
-    auto_class = AutoModelForSpeechSeq2Seq if config.model_type == "headsel_speech_to_text" else AutoModelForSeq2SeqLM
-    model = auto_class.from_pretrained(folder)
+    model = family_of(AutoConfig.from_pretrained(folder).model_type).auto_class.from_pretrained(folder)
     return write_model_card(
         folder, model, read_metrics(folder), repo_id=args.repo_id, dataset_name=args.dataset_name,
         dataset_id=args.dataset_id, base_model=args.base_model, license=args.license, heatmap_path=args.heatmap,
