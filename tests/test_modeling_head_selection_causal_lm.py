@@ -4,7 +4,7 @@ the decoder of the translation model alone, loaded by `AutoModelForCausalLM` lik
 It computes what the translation model's decoder computes for the same weights and tasks; each example equals the
 stock causal LM exported for its task, and a stock causal LM upcycled equals it for every task; a mixed batch equals
 its examples one by one (forward and generation); training adds the KL and reaches the selectors; gradient
-checkpointing, compiled forward and generation, the attention backends, pickling, save / load and remote code work
+checkpointing, compiled forward and generation, SDPA attention, pickling, save / load and remote code work
 as on the translation model.
 """
 
@@ -15,7 +15,7 @@ import io
 
 import pytest
 import torch
-from transformers import AutoModelForCausalLM, MarianForCausalLM
+from transformers import AutoModelForCausalLM, EncoderDecoderModel, MarianForCausalLM, MarianModel
 
 from hf_headsel import HeadSelCausalLMOutput, HeadSelMarianForCausalLM
 from hf_headsel.routing import Routing
@@ -151,6 +151,43 @@ def test_generate_a_mixed_batch_equals_each_example_alone(num_beams):
     assert torch.equal(model.generate(prompts, decoder_task_ids=DECODER_IDS, use_cache=False, **kwargs), mixed)
 
 
+def encoder_decoder(decoder: HeadSelMarianForCausalLM) -> EncoderDecoderModel:
+    """An `EncoderDecoderModel` of a stock Marian encoder (seeded) and `decoder`."""
+    seed_everything(3)
+    encoder = MarianModel(MARIAN.stock_config()).get_encoder()
+    return EncoderDecoderModel(encoder=encoder, decoder=decoder).eval()
+
+
+@pytest.mark.parametrize("cross_attention_task_key", ["decoder", "pair"])
+def test_as_the_decoder_of_an_encoder_decoder_model(cross_attention_task_key):
+    """`EncoderDecoderModel` hands `decoder_*` keywords on without the prefix: `decoder_task_ids` arrive as
+    `task_ids`, and a pair-keyed cross-attention's source tasks are given as `decoder_encoder_task_ids`."""
+    decoder = causal_lm(cross_attention_task_key=cross_attention_task_key)
+    model = encoder_decoder(decoder)
+    inputs, decoder_input_ids = MARIAN.inputs(), MARIAN.decoder_input_ids()
+    source = {"encoder_task_ids": ENCODER_IDS} if cross_attention_task_key == "pair" else {}
+    with torch.no_grad():
+        got = model(**inputs, decoder_input_ids=decoder_input_ids, decoder_task_ids=DECODER_IDS,
+                    **{f"decoder_{key}": value for key, value in source.items()}).logits
+        encoder_hidden_states = model.encoder(**inputs).last_hidden_state
+    expected = logits(decoder, dict(input_ids=decoder_input_ids, encoder_hidden_states=encoder_hidden_states,
+                                    encoder_attention_mask=inputs["attention_mask"]), decoder_task_ids=DECODER_IDS,
+                      **source)
+    assert torch.equal(got, expected)
+    # generation routes every example (and beam) by its task, as alone
+    kwargs = dict(max_new_tokens=4, min_new_tokens=4, num_beams=2, do_sample=False,
+                  decoder_start_token_id=MARIAN.decoder_start_token_id, pad_token_id=MARIAN.pad_token_id)
+    decoder_ids = {"decoder_task_ids": DECODER_IDS,
+                   **{f"decoder_{key}": value for key, value in source.items()}}
+    mixed = model.generate(**inputs, **decoder_ids, **kwargs)
+    for index in range(4):
+        alone = model.generate(**{key: value[index : index + 1] for key, value in {**inputs, **decoder_ids}.items()},
+                               **kwargs)
+        assert torch.equal(mixed[index : index + 1], alone)
+    with pytest.raises(ValueError, match="pass the decoder task ids once"):
+        decoder(MARIAN.decoder_input_ids(), decoder_task_ids=DECODER_IDS, task_ids=DECODER_IDS)
+
+
 def train_step(model, inputs: dict, checkpointing: bool = False):
     if checkpointing:
         model.gradient_checkpointing_enable()
@@ -193,8 +230,8 @@ def test_only_decoder_components_select_and_the_source_task_is_asked_for_only_wh
     model = causal_lm()  # two encoder tasks, no default: not needed by decoder-keyed layers
     inputs = lm_inputs()
     logits(model, inputs, decoder_task_ids=DECODER_IDS)
-    with pytest.raises(ValueError, match="unknown keyword arguments \\['task_ids'\\]"):
-        logits(model, inputs, task_ids=DECODER_IDS)
+    with pytest.raises(ValueError, match="unknown keyword arguments \\['decoder_task_id'\\]"):
+        logits(model, inputs, decoder_task_id=DECODER_IDS)
     with pytest.raises(ValueError, match="decoder_task_ids is required"):
         logits(model, inputs)
     paired = causal_lm(cross_attention_task_key="pair")
@@ -215,11 +252,11 @@ def test_pickles_and_deep_copies_computing_the_same():
         assert torch.equal(logits(twin, inputs, **ids), expected)
 
 
-@pytest.mark.parametrize("attention", ["sdpa", "flex_attention"])
-def test_attention_backends_give_eager_logits(attention):
+def test_sdpa_gives_eager_logits():
+    # flex_attention runs the same attention class: tested on the translation model (tests/test_attention.py)
     model = causal_lm(attn_implementation="eager")
     expected = logits(model, lm_inputs(), decoder_task_ids=DECODER_IDS)
-    model.set_attn_implementation(attention)
+    model.set_attn_implementation("sdpa")
     torch.testing.assert_close(logits(model, lm_inputs(), decoder_task_ids=DECODER_IDS), expected)
 
 

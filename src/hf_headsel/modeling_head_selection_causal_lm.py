@@ -39,6 +39,10 @@ class HeadSelectionCausalLMMixin(HeadSelectionModelMixin):
     `model.shared` missing. A cross-attention keyed by the source (`cross_attention_task_key` `"encoder"` or
     `"pair"`) is routed by `encoder_task_ids`, the source task of `encoder_hidden_states`; otherwise no source task is
     needed.
+
+    As the decoder of an `EncoderDecoderModel`, which hands each `decoder_*` keyword on without its prefix, it takes
+    the decoder task ids as `task_ids` too (and the source task ids of a pair-keyed cross-attention as
+    `decoder_encoder_task_ids` given to that model), see [`decoder_task_ids_of`].
     """
 
     head_selection_output_class = HeadSelCausalLMOutput
@@ -55,6 +59,17 @@ class HeadSelectionCausalLMMixin(HeadSelectionModelMixin):
             )
         config.head_selection_components = decoder_components
         super().install_head_selection()
+
+    @staticmethod
+    def decoder_task_ids_of(decoder_task_ids, task_ids):
+        """The decoder task ids of a forward call: `decoder_task_ids`, or `task_ids`, the name `EncoderDecoderModel`
+        hands its `decoder_task_ids` on under (it strips the `decoder_` prefix). Both given is a `ValueError`."""
+        if task_ids is None:
+            return decoder_task_ids
+        if decoder_task_ids is not None:
+            raise ValueError("pass the decoder task ids once: as decoder_task_ids, or as task_ids (the name an "
+                             "EncoderDecoderModel hands its decoder_task_ids on under), not both")
+        return task_ids
 
     def _unread_sides(self) -> tuple[str, ...]:
         """The encoder side, unless a cross-attention or the adapters are keyed by the source task."""

@@ -237,6 +237,7 @@ class HeadSelMarianForCausalLM(HeadSelectionCausalLMMixin, MarianForCausalLM):
         logits_to_keep: int | torch.Tensor = 0,
         encoder_task_ids: torch.LongTensor | None = None,
         decoder_task_ids: torch.LongTensor | None = None,
+        task_ids: torch.LongTensor | None = None,
         **kwargs: Unpack[TransformersKwargs],
     ) -> HeadSelCausalLMOutput:
         r"""The stock forward, routed per example.
@@ -246,11 +247,14 @@ class HeadSelMarianForCausalLM(HeadSelectionCausalLMMixin, MarianForCausalLM):
             only by a cross-attention keyed by the source.
         decoder_task_ids (`torch.LongTensor` of shape `(batch_size,)`, *optional*):
             Index into `config.decoder_tasks` of every example.
+        task_ids (`torch.LongTensor` of shape `(batch_size,)`, *optional*):
+            `decoder_task_ids` as an `EncoderDecoderModel` hands them on (given to it as `decoder_task_ids`).
 
         Returns the stock [`CausalLMOutputWithCrossAttentions`] fields plus `head_selection_kl` (when `labels` are
         given); with `return_dict=False`, the stock tuple with `head_selection_kl` appended (when `labels` are given).
         """
         reference = first_tensor(input_ids, inputs_embeds)
+        decoder_task_ids = self.decoder_task_ids_of(decoder_task_ids, task_ids)
         routing = self.task_routes(encoder_task_ids, decoder_task_ids, reference.shape[0], reference.device,
                                    other_keywords=kwargs)
         outputs = super().forward(
