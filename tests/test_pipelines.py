@@ -41,6 +41,7 @@ from transformers.utils import logging as hf_logging
 
 from hf_headsel import (
     HeadSelMarianConfig,
+    HeadSelMarianForCausalLM,
     HeadSelMarianMTModel,
     HeadSelSpeech2TextConfig,
     HeadSelSpeech2TextForConditionalGeneration,
@@ -438,3 +439,26 @@ def test_speech_recognition_pipeline_routes_each_side_by_its_own_keyword(speech)
     assert fr_es != es_fr  # otherwise swapped sides would pass
     assert recognizer(waveform, encoder_task="fr") == {"text": fr_es}
     assert recognizer(waveform, decoder_task="fr") == {"text": es_fr}
+
+
+def test_text_generation_pipeline_runs_the_causal_lm_on_its_default_or_given_task(tmp_path):
+    # the decoder alone is a stock causal LM's kind: the stock `text-generation` pipeline loads it through
+    # AutoModelForCausalLM, routes it by the default task it was loaded with, or by the ids a call passes on to generate
+    tokenizer = marian_tokenizer(tmp_path / "tokenizer")
+    config = HeadSelMarianConfig(**COMMON, vocab_size=len(tokenizer), max_position_embeddings=64, pad_token_id=2,
+                                 eos_token_id=0, decoder_start_token_id=2, decoder_tasks=["fr", "it"])
+    torch.manual_seed(3)
+    model = HeadSelMarianForCausalLM(config).eval()
+    folder = tmp_path / "lm"
+    model.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    # greedy, as `generate` below (the text-generation pipeline samples unless told otherwise)
+    generator = pipeline("text-generation", model=str(folder), model_kwargs={"decoder_task": "it"}, do_sample=False,
+                         **GENERATE)
+    assert type(generator.model) is HeadSelMarianForCausalLM
+    prompt = tokenizer(SOURCES[0], return_tensors="pt").input_ids
+    fr, it = (tokenizer.decode(model.generate(prompt, decoder_task_ids=[task], **GENERATE)[0], skip_special_tokens=True)
+              for task in ("fr", "it"))
+    assert fr != it  # otherwise a task ignored would pass
+    assert generator(SOURCES[0]) == [{"generated_text": it}]
+    assert generator(SOURCES[0], decoder_task_ids=torch.tensor([0])) == [{"generated_text": fr}]
