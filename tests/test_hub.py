@@ -23,6 +23,7 @@ from transformers.utils import logging as hf_logging
 
 from hf_headsel import (
     HeadSelMarianConfig,
+    HeadSelMarianForCausalLM,
     HeadSelMarianMTModel,
     HeadSelSpeech2TextConfig,
     HeadSelSpeech2TextForConditionalGeneration,
@@ -322,6 +323,29 @@ def test_prepare_model_folder(tmp_path):
     (tmp_path / "model" / "pipeline_headsel.py").unlink()
     write_model_card(tmp_path / "model", model)
     assert (tmp_path / "model" / "pipeline_headsel.py").is_file()
+
+
+def test_a_causal_lm_folder_gets_remote_code_no_custom_pipeline_and_no_card(tmp_path):
+    # the stock text-generation pipeline serves the decoder alone; the cards show translation usage, so none is
+    # written for it: the library function and the push tool refuse it, the tool before loading anything
+    from headsel_recipes.cli.push_to_hub import main as push_cli
+
+    translation_config = marian_model().config.to_dict()
+    translation_config["custom_pipelines"] = MARIAN.custom_pipelines  # as a translation folder's config carries it
+    model = HeadSelMarianForCausalLM(HeadSelMarianConfig.from_dict(translation_config)).eval()
+    folder = tmp_path / "lm"
+    model.save_pretrained(folder)
+    written = prepare_model_folder(folder)
+    assert "config.json" in written and "modeling_head_selection_causal_lm.py" in {
+        p.name for p in folder.glob("*.py")}
+    config = json.loads((folder / "config.json").read_text())
+    assert "custom_pipelines" not in config and config["architectures"] == ["HeadSelMarianForCausalLM"]
+    assert prepare_model_folder(folder) == []  # idempotent
+    with pytest.raises(ValueError, match="HeadSelMarianForCausalLM \\(the decoder alone\\) has none"):
+        write_model_card(folder, model)
+    assert not (folder / "README.md").exists()
+    with pytest.raises(ValueError, match="HeadSelMarianForCausalLM \\(the decoder alone\\) has none"):
+        push_cli([str(folder), "me/lm"])
 
 
 def saved_folder(tmp_path: Path) -> tuple[Path, HeadSelMarianMTModel]:

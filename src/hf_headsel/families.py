@@ -78,6 +78,11 @@ class Family:
         """The stock `model_type` (`"marian"`): exported models have it; it also names the Transformers doc page."""
         return self.stock_config_class.model_type
 
+    def holds_causal_lm(self, config: dict) -> bool:
+        """Whether a saved config (`config.json` as a dict) is of this family's decoder-only causal LM: its
+        `architectures` name the class (the decoder alone has no custom pipeline and no card of this package)."""
+        return self.causal_lm_class is not None and self.causal_lm_class.__name__ in (config.get("architectures") or ())
+
     @property
     def modules(self) -> tuple[str, ...]:
         """The family's own remote-code modules (its configuration and modeling files)."""

@@ -28,10 +28,15 @@ from .configuration_head_selection import HEAD_SELECTION_CONFIG_KEYS, SIDES, com
 from .families import HEADSEL_MODEL_TYPES, Family, family_of
 from .model_folder import PACKAGE_DIR, prepare_model_folder
 from .modeling_head_selection import HeadSelectionModelMixin
+from .modeling_head_selection_causal_lm import HeadSelectionCausalLMMixin
 
 logger = logging.getLogger(__name__)
 
 TEMPLATE_NAME = "headsel_model_card_template.md"
+#: Why a decoder-only causal LM gets no card here (`{model}`: its class name): the cards show translation and
+#: speech usage; read by `headsel-push-to-hub` too, which refuses such a folder before loading it.
+CAUSAL_LM_CARD = ("the model cards of hf-headsel describe translation and speech models; {model} (the decoder alone) "
+                  "has none: give its folder a README.md of your own")
 HEATMAP_NAME = "head_sharing.png"
 # An ISO 639 code, then optional BCP 47 subtags (script, region, ...); `_` is accepted for `-` (`pt_BR`).
 _LANGUAGE_TAG = re.compile(r"^(?P<code>[A-Za-z]{2,3})(?:[-_][A-Za-z0-9]{2,8})*$")
@@ -392,6 +397,8 @@ def render_model_card(
     """
     model_type = getattr(model.config, "model_type", None)
     family = family_of(model_type)
+    if isinstance(model, HeadSelectionCausalLMMixin):
+        raise ValueError(CAUSAL_LM_CARD.format(model=type(model).__name__))
     headsel = isinstance(model, HeadSelectionModelMixin)
     if headsel == (exported_tasks is not None):
         raise ValueError("write_model_card renders a head-selection model (without exported_tasks) or a stock model "

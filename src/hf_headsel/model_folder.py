@@ -52,8 +52,9 @@ def prepare_model_folder(folder: str | Path) -> list[str]:
     Copies the remote-code modules it lacks (the family's configuration and modeling modules, `conversion.py`,
     `pipeline_headsel.py` and the modules they import, such as `modeling_head_selection.py`) from this package, and
     sets `custom_pipelines` in `config.json` (the
-    `translation` pipeline for Marian, `automatic-speech-recognition` for Speech2Text). A stock folder (an exported
-    model) is left as it is. Returns the names of the files it wrote.
+    `translation` pipeline for Marian, `automatic-speech-recognition` for Speech2Text; none for a decoder-only causal
+    LM, which the stock `text-generation` pipeline serves). A stock folder (an exported model) is left as it is.
+    Returns the names of the files it wrote.
     """
     folder = Path(folder)
     config = read_config(folder)
@@ -66,9 +67,11 @@ def prepare_model_folder(folder: str | Path) -> list[str]:
         if not (folder / name).is_file():
             shutil.copyfile(PACKAGE_DIR / name, folder / name)
             written.append(name)
-    pipelines = family.custom_pipelines
-    if config.get("custom_pipelines") != pipelines:
+    pipelines = {} if family.holds_causal_lm(config) else family.custom_pipelines
+    if (config.get("custom_pipelines") or {}) != pipelines:
         config["custom_pipelines"] = pipelines
+        if not pipelines:
+            del config["custom_pipelines"]
         (folder / "config.json").write_text(json.dumps(config, indent=2, sort_keys=True) + "\n", encoding="utf-8")
         written.append("config.json")
     return written

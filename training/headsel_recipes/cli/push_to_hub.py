@@ -26,6 +26,7 @@ from hf_headsel.hub import (
     read_config,
     write_model_card,
 )
+from hf_headsel.model_card import CAUSAL_LM_CARD
 
 from ..results_keys import read_metrics
 from . import console_script
@@ -59,10 +60,15 @@ def check_card_flags(args: argparse.Namespace, config: dict) -> None:
     if given and has_card and not args.write_card:
         raise ValueError(f"{' '.join(given)} describe the card, and {args.folder / 'README.md'} is kept as it is: "
                          "pass --write_card to write it anew with them")
-    if (args.write_card or not has_card) and config.get("model_type") not in HEADSEL_MODEL_TYPES:
+    if not (args.write_card or not has_card):
+        return
+    if config.get("model_type") not in HEADSEL_MODEL_TYPES:
         raise ValueError(f"{args.folder} holds a {config.get('model_type')!r} model: this tool writes the cards of "
                          "head-selection models (an exported model's card is written by headsel-export-tasks); "
                          "give the folder a README.md, or upload it as it is without --write_card")
+    family = family_of(config["model_type"])
+    if family.holds_causal_lm(config):
+        raise ValueError(f"{args.folder}: {CAUSAL_LM_CARD.format(model=family.causal_lm_class.__name__)}")
 
 
 def parse_args(argv=None) -> argparse.Namespace:
