@@ -130,6 +130,18 @@ def test_analysis_reads_base_compiled_and_remote_code_models(marian):
         assert result.selected.tolist() == [ENCODER_CHOICE[0], ENCODER_CHOICE[1]]
 
 
+def test_analysis_reads_a_saved_causal_lm_folder_with_its_own_class(marian, tmp_path):
+    # its folder loads through AutoModelForCausalLM: the translation class would load the decoder only in part
+    model = marian.causal_lm_class(marian.config(head_selection_components=["decoder_self", "decoder_cross"])).eval()
+    randomize_selector_logits(model)
+    model.save_pretrained(tmp_path / "lm")
+    assert type(analysis.load_headsel_model(tmp_path / "lm")) is marian.causal_lm_class
+    results = analyze_model(tmp_path / "lm")
+    assert set(results) == {"decoder_self", "decoder_cross"}
+    for component, heads in model.selected_heads().items():
+        assert results[component].selected.tolist() == heads.tolist(), component
+
+
 REMOTE_THEN_ANALYZE = """
     import json
     import sys

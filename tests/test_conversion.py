@@ -37,6 +37,7 @@ from transformers.utils import logging as hf_logging
 
 from hf_headsel import (
     HeadSelMarianConfig,
+    HeadSelMarianForCausalLM,
     HeadSelMarianModel,
     HeadSelMarianMTModel,
     HeadSelSpeech2TextConfig,
@@ -54,6 +55,7 @@ from hf_headsel.conversion import (
     stock_model_class,
 )
 from hf_headsel.configuration_head_selection import HeadSelectionConfigMixin, is_head_selection_config
+from hf_headsel.model_card import write_model_card
 from hf_headsel.model_folder import prepare_model_folder
 from hf_headsel.selection import LOGIT_INIT_RANGE
 
@@ -522,6 +524,19 @@ def test_export_cli_pushes_each_folder_private_to_the_repository_its_card_names(
         # its own repository in the examples, and its source by Hub id, not by the folder it was exported from
         assert f'from_pretrained("{commit["repo_id"]}"' in card and "`me/mt-headsel`" in card
         assert str(tmp_path) not in card
+
+
+def test_export_cli_refuses_a_causal_lm_folder_before_exporting(tmp_path):
+    # its exported folders would get translation cards: refused before any folder is written
+    model = HeadSelMarianForCausalLM(headsel_model({"name": "marian", **FAMILIES["marian"]}, encoder_tasks=["en"],
+                                                   decoder_tasks=["fr", "it"]).config)
+    model.save_pretrained(tmp_path / "source")
+    with pytest.raises(ValueError, match="holds a HeadSelMarianForCausalLM \\(the decoder alone\\).*export_task_model"):
+        load_script("export_task_models").main([str(tmp_path / "source"), str(tmp_path / "exported")])
+    assert not (tmp_path / "exported").exists()
+    # nor does the library write a card for a stock causal LM exported from it
+    with pytest.raises(ValueError, match="MarianForCausalLM \\(the decoder alone\\) has none"):
+        write_model_card(tmp_path / "fr", model.export_task_model("fr"), exported_tasks={"decoder": "fr"})
 
 
 def test_export_cli_refuses_tasks_and_directions_together(tmp_path, capsys):

@@ -43,11 +43,14 @@ def test_registry_registers_the_auto_classes(family, registered):
     assert type(AutoConfig.for_model(registered.model_type)) is family.config_class
     assert type(AutoModel.from_config(config)) is family.base_model_class
     assert type(registered.auto_class.from_config(config)) is family.model_class
+    assert registered.auto_class_of(config) is registered.auto_class  # an encoder-decoder checkpoint
     if family.causal_lm_class is None:  # as the stock family: no causal LM
         with pytest.raises(ValueError, match="Unrecognized configuration class"):
             AutoModelForCausalLM.from_config(config)
     else:
         assert type(AutoModelForCausalLM.from_config(config)) is family.causal_lm_class
+        saved = {**config.to_dict(), "architectures": [family.causal_lm_class.__name__]}  # as it saves itself
+        assert registered.holds_causal_lm(saved) and registered.auto_class_of(saved) is AutoModelForCausalLM
 
 
 def test_custom_pipelines_entry_names_the_flat_pipeline_module(registered):

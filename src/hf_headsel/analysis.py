@@ -192,7 +192,7 @@ def load_headsel_model(model_or_path: ModelOrPath, **from_pretrained_kwargs) -> 
     if config.model_type not in HEADSEL_MODEL_TYPES:
         raise ValueError(f"{str(model_or_path)!r} holds a {config.model_type!r} model, not a head-selection model "
                          f"({' or '.join(HEADSEL_MODEL_TYPES)})")
-    auto = family_of(config.model_type).auto_class
+    auto = family_of(config.model_type).auto_class_of(config)
     return auto.from_pretrained(model_or_path, **from_pretrained_kwargs).eval()
 
 

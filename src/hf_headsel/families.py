@@ -78,10 +78,16 @@ class Family:
         """The stock `model_type` (`"marian"`): exported models have it; it also names the Transformers doc page."""
         return self.stock_config_class.model_type
 
-    def holds_causal_lm(self, config: dict) -> bool:
-        """Whether a saved config (`config.json` as a dict) is of this family's decoder-only causal LM: its
-        `architectures` name the class (the decoder alone has no custom pipeline and no card of this package)."""
-        return self.causal_lm_class is not None and self.causal_lm_class.__name__ in (config.get("architectures") or ())
+    def holds_causal_lm(self, config: dict | PretrainedConfig) -> bool:
+        """Whether a saved config (`config.json` as a dict, or loaded) is of this family's decoder-only causal LM:
+        its `architectures` name the class (the decoder alone has no custom pipeline and no card of this package)."""
+        architectures = config.get("architectures") if isinstance(config, dict) else config.architectures
+        return self.causal_lm_class is not None and self.causal_lm_class.__name__ in (architectures or ())
+
+    def auto_class_of(self, config: dict | PretrainedConfig) -> type:
+        """The Auto class that loads a saved model of this family: `AutoModelForCausalLM` for its causal LM, else
+        [`auto_class`] (a generation checkpoint, or a base model's, which it loads as the stock families do)."""
+        return AutoModelForCausalLM if self.holds_causal_lm(config) else self.auto_class
 
     @property
     def modules(self) -> tuple[str, ...]:

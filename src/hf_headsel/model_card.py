@@ -25,10 +25,10 @@ from huggingface_hub import ModelCard, ModelCardData
 from .analysis import analyze_model
 from .card_metrics import MetricRecord, collect_metrics, eval_results, results_table
 from .configuration_head_selection import HEAD_SELECTION_CONFIG_KEYS, SIDES, component_side
+from .conversion import stock_model_class
 from .families import HEADSEL_MODEL_TYPES, Family, family_of
 from .model_folder import PACKAGE_DIR, prepare_model_folder
 from .modeling_head_selection import HeadSelectionModelMixin
-from .modeling_head_selection_causal_lm import HeadSelectionCausalLMMixin
 
 logger = logging.getLogger(__name__)
 
@@ -397,8 +397,8 @@ def render_model_card(
     """
     model_type = getattr(model.config, "model_type", None)
     family = family_of(model_type)
-    if isinstance(model, HeadSelectionCausalLMMixin):
-        raise ValueError(CAUSAL_LM_CARD.format(model=type(model).__name__))
+    if family.causal_lm_class is not None and isinstance(model, stock_model_class(family.causal_lm_class)):
+        raise ValueError(CAUSAL_LM_CARD.format(model=type(model).__name__))  # or a stock one exported from it
     headsel = isinstance(model, HeadSelectionModelMixin)
     if headsel == (exported_tasks is not None):
         raise ValueError("write_model_card renders a head-selection model (without exported_tasks) or a stock model "

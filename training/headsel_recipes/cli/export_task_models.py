@@ -102,7 +102,12 @@ def load_model(model_dir: str):
     if config.model_type not in HEADSEL_MODEL_TYPES:
         raise ValueError(f"{model_dir} holds a {config.model_type!r} model, not a head-selection one "
                          f"({', '.join(HEADSEL_MODEL_TYPES)}): there are no tasks to export")
-    return family_of(config.model_type).auto_class.from_pretrained(model_dir).eval()
+    family = family_of(config.model_type)
+    if family.holds_causal_lm(config):
+        raise ValueError(f"{model_dir} holds a {family.causal_lm_class.__name__} (the decoder alone), whose exported "
+                         "folders would get no card (the cards show translation and speech usage): export its tasks "
+                         "with model.export_task_model(task).save_pretrained(folder)")
+    return family.auto_class.from_pretrained(model_dir).eval()
 
 
 def load_preprocessor(model_dir: str):
