@@ -1,9 +1,9 @@
 # Copyright 2026 The hf-headsel authors. Licensed under the Apache License, Version 2.0.
 """The model families this package supports, in one registry: what the rest of the package looks up per family.
 
-Each [`Family`] names its head-selection classes (config, base model, generation model, decoder-only language
-model where the stock family has one); the stock classes they
-extend, its Auto class, remote-code modules, pipeline and model-card facts are derived from them or stated once here.
+Each [`Family`] names its head-selection classes (config, base model, generation model, and the decoder alone where
+the stock family has a causal LM); the stock classes they extend, its Auto class, remote-code modules, pipeline and
+model-card facts are derived from them or stated once here.
 `hf_headsel/__init__.py` registers every family with the Auto classes; `hub`, `model_card`, `model_folder` and
 `analysis` look families up with [`family_of`]. To add a family: write its configuration and modeling modules (as
 `configuration_headsel_marian.py` / `modeling_headsel_marian.py` do) and add a [`Family`] here.

@@ -69,9 +69,10 @@ def prepare_model_folder(folder: str | Path) -> list[str]:
             written.append(name)
     pipelines = {} if family.holds_causal_lm(config) else family.custom_pipelines
     if (config.get("custom_pipelines") or {}) != pipelines:
-        config["custom_pipelines"] = pipelines
-        if not pipelines:
-            del config["custom_pipelines"]
+        if pipelines:
+            config["custom_pipelines"] = pipelines
+        else:  # a translation folder's entry a causal LM's config carried over
+            config.pop("custom_pipelines")
         (folder / "config.json").write_text(json.dumps(config, indent=2, sort_keys=True) + "\n", encoding="utf-8")
         written.append("config.json")
     return written

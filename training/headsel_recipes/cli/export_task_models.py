@@ -104,9 +104,9 @@ def load_model(model_dir: str):
                          f"({', '.join(HEADSEL_MODEL_TYPES)}): there are no tasks to export")
     family = family_of(config.model_type)
     if family.holds_causal_lm(config):
-        raise ValueError(f"{model_dir} holds a {family.causal_lm_class.__name__} (the decoder alone), whose exported "
-                         "folders would get no card (the cards show translation and speech usage): export its tasks "
-                         "with model.export_task_model(task).save_pretrained(folder)")
+        raise ValueError(f"{model_dir} holds a {family.causal_lm_class.__name__} (the decoder alone): this tool gives "
+                         "the folders it exports translation and speech cards; export its tasks with "
+                         "model.export_task_model(task).save_pretrained(folder)")
     return family.auto_class.from_pretrained(model_dir).eval()
 
 

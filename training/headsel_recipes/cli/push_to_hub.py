@@ -52,7 +52,8 @@ CARD_FLAGS = ("dataset_name", "dataset_id", "base_model", "heatmap")
 def check_card_flags(args: argparse.Namespace, config: dict) -> None:
     """A `ValueError` before any upload where the card would not be what the flags say: card flags given while the
     folder's `README.md` (the one training wrote) is kept, or a card to write for a model that is not a
-    head-selection one (an exported model's card is written by `headsel-export-tasks`)."""
+    head-selection one (an exported model's card is written by `headsel-export-tasks`) or is a decoder-only causal LM
+    (the cards show translation and speech usage)."""
     has_card = (args.folder / "README.md").is_file()
     given = [f"--{name}" for name in CARD_FLAGS if getattr(args, name) is not None]
     if args.license != LICENSE:
@@ -60,7 +61,7 @@ def check_card_flags(args: argparse.Namespace, config: dict) -> None:
     if given and has_card and not args.write_card:
         raise ValueError(f"{' '.join(given)} describe the card, and {args.folder / 'README.md'} is kept as it is: "
                          "pass --write_card to write it anew with them")
-    if not (args.write_card or not has_card):
+    if has_card and not args.write_card:  # no card to write
         return
     if config.get("model_type") not in HEADSEL_MODEL_TYPES:
         raise ValueError(f"{args.folder} holds a {config.get('model_type')!r} model: this tool writes the cards of "
