@@ -17,7 +17,9 @@ Cells: mean ± sample standard deviation over the finished runs in `runs/<system
 `quality_plot.py` pairs seeds by too). With `--paired_with SYSTEM` (a run folder name, e.g. `shared`) a second table
 gives every other system minus that one, seed by seed over the seeds both finished, then mean ± std of the
 differences (the loss to three decimals: the systems of one experiment often differ by hundredths of a nat; the
-unusable share in percentage points).
+unusable share in percentage points). Where the runs trained in more than one environment (their
+`environment.jsonl`: code, library versions, CPU), the supplementary table names them below, as the runner's report
+does: a seeded run repeats bit for bit only in one.
 
     python benchmarks/quality_tables.py outputs/benchmark/mt_why --paired_with shared
 """
@@ -30,6 +32,7 @@ from pathlib import Path
 
 import jiwer
 
+from headsel_recipes.experiment.environments import environments_note
 from headsel_recipes.metrics import corpus_chrf, normalize_for_wer, rows_by_group, unusable_share
 from headsel_recipes.results_keys import (UNUSABLE, loss_key, predictions_path, read_predictions, read_results,
                                           results_path, score_key)
@@ -131,6 +134,9 @@ def supplementary_table(experiment_folder: Path) -> str:
         cells += [mean_std([run[key] for run in runs if key in run], 1) if any(key in run for run in runs) else "–"
                   for key in ("AVG", *tasks, UNUSABLE)]
         lines.append(f"| {name} | {len(runs)} | " + " | ".join(cells) + " |")
+    runs = experiment_folder / "runs"
+    lines += environments_note([(f"{name} ({seed})", runs / name / seed) for name, seeds in by_seed.items()
+                                for seed in seeds])
     return "\n".join(lines)
 
 

@@ -542,6 +542,26 @@ def test_quality_tables_rows_columns_and_seed_counts(tmp_path, monkeypatch):
     assert lines[5] == "| group | 3 | 2.00 ± 0.00 | 100.0 ± 0.0 | 100.0 ± 0.0 | 100.0 ± 0.0 | 0.0 ± 0.0 |"
 
 
+def test_quality_tables_name_the_environments_of_runs_trained_in_more_than_one(tmp_path):
+    """The runs' `environment.jsonl` records, read as the runner's report reads them: nothing when every run
+    recorded one environment (or none did), the runs of each environment named when they differ."""
+    import quality_tables
+
+    rows = [("en-de", "Das ist gut.", "Das ist gut.")]
+    runs = tmp_path / "mt" / "runs"
+    record = {"do_train": True, "hf_headsel_commit": "abc", "packages": {"torch": "2.13.0"}, "cpu_capability": "AVX2"}
+    for system, seed, commit in (("group", 1, "abc"), ("group", 2, "abc"), ("shared", 1, "abc")):
+        write_run(runs / system / f"seed{seed}", {"predict_loss": 2.0, "predict_bleu": 1.0}, rows)
+        (runs / system / f"seed{seed}" / "environment.jsonl").write_text(
+            json.dumps({**record, "hf_headsel_commit": commit}) + "\n")
+    assert "environments" not in quality_tables.supplementary_table(tmp_path / "mt")
+    (runs / "shared" / "seed1" / "environment.jsonl").write_text(json.dumps({**record, "hf_headsel_commit": "def"}))
+    table = quality_tables.supplementary_table(tmp_path / "mt")
+    assert "**Runs trained in 2 environments**" in table
+    assert "- hf_headsel_commit abc: group (seed1), group (seed2)" in table
+    assert "- hf_headsel_commit def: shared (seed1)" in table
+
+
 def test_quality_tables_refuse_an_experiment_scored_by_both_metrics(tmp_path):
     """One experiment has one metric: WER-scored and BLEU-scored runs together are refused by that rule."""
     import quality_tables

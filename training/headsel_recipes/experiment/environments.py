@@ -61,20 +61,25 @@ def flatten(environment: dict) -> dict:
 
 
 def environments_section(experiment: Experiment) -> list[str]:
-    """The report's note when the finished runs trained in more than one environment, or some say where and some
-    do not (logged too), as markdown lines; none when they agree or none says."""
+    """[`environments_note`] of the experiment's trained runs, named by system, seed and part."""
+    return environments_note([
+        (f"{system.name} (seed {seed}{f', {part}' if part else ''})", folder)
+        for system in experiment.systems for seed in experiment.seeds for part in list(system.parts) or [None]
+        if ((folder := run_dir(experiment, system, seed, part)) / "config.json").is_file()  # trained (so far)
+    ])
+
+
+def environments_note(named_runs: list[tuple[str, Path]]) -> list[str]:
+    """A report's note when the runs (`(name, run folder)`) trained in more than one environment, or some say where
+    and some do not (logged too), as markdown lines; none when they agree or none says. Read by the experiment
+    runner's report and by `benchmarks/quality_tables.py`."""
     runs: dict[str, list[str]] = defaultdict(list)
     environments: dict[str, list[dict]] = {}
-    for system in experiment.systems:
-        for seed in experiment.seeds:
-            for part in list(system.parts) or [None]:
-                folder = run_dir(experiment, system, seed, part)
-                if not (folder / "config.json").is_file():  # not trained (yet)
-                    continue
-                found = training_environments(folder)
-                key = json.dumps(found, sort_keys=True) if found else UNRECORDED
-                environments[key] = found
-                runs[key].append(f"{system.name} (seed {seed}{f', {part}' if part else ''})")
+    for name, folder in named_runs:
+        found = training_environments(folder)
+        key = json.dumps(found, sort_keys=True) if found else UNRECORDED
+        environments[key] = found
+        runs[key].append(name)
     if len(runs) < 2:
         return []
     lines = []
