@@ -2,7 +2,8 @@
 the decoder of the translation model alone, loaded by `AutoModelForCausalLM` like the stock `MarianForCausalLM`.
 
 It computes what the translation model's decoder computes for the same weights and tasks; each example equals the
-stock causal LM exported for its task, and a stock causal LM upcycled equals it for every task; a mixed batch equals
+stock causal LM exported for its task, and a stock causal LM upcycled equals it for every task, output by output
+(attentions, hidden states, cache, `logits_to_keep`, the tuple); `torch.export` routes as eager; a mixed batch equals
 its examples one by one (forward and generation); training adds the KL and reaches the selectors; gradient
 checkpointing, compiled forward and generation, SDPA attention, pickling, save / load and remote code work
 as on the translation model.
@@ -18,6 +19,7 @@ import torch
 from transformers import AutoModelForCausalLM, EncoderDecoderModel, MarianForCausalLM, MarianModel
 
 from hf_headsel import HeadSelCausalLMOutput, HeadSelMarianForCausalLM
+from hf_headsel.compat import CACHE_KWARG
 from hf_headsel.routing import Routing
 
 from conftest import (
@@ -26,6 +28,7 @@ from conftest import (
     ENCODER_IDS,
     MARIAN,
     STRATEGY_CONFIGS,
+    assert_same,
     compile_config,
     perturb_adapters,
     randomize_selector_logits,
@@ -112,6 +115,46 @@ def test_a_stock_causal_lm_upcycled_gives_its_logits_for_every_task(strategy):
     expected = logits(stock, inputs)
     for task_id in range(len(DECODER_TASKS)):
         torch.testing.assert_close(logits(model, inputs, decoder_task_ids=torch.full((4,), task_id)), expected)
+
+
+def test_the_upcycled_twin_returns_every_output_the_stock_causal_lm_returns():
+    """`from_stock` (H' = 2H) equals the stock model for every task: logits, loss, attentions and cross-attentions,
+    hidden states, the cache and a continuation from it, `logits_to_keep`, and the tuple of `return_dict=False`."""
+    seed_everything()
+    stock = MarianForCausalLM(MARIAN.stock_config(attn_implementation="eager")).eval()
+    model = HeadSelMarianForCausalLM.from_stock(stock, decoder_tasks=DECODER_TASKS,
+                                                head_selection_components=DECODER_COMPONENTS)
+    randomize_selector_logits(model)  # whatever is selected
+    model.set_attn_implementation("eager")  # the attention weights are returned by eager only, as the stock's
+    inputs = lm_inputs()
+    options = dict(output_attentions=True, output_hidden_states=True, use_cache=True)
+    with torch.no_grad():
+        expected = stock(**inputs, labels=inputs["input_ids"], **options)
+        got = model(**inputs, labels=inputs["input_ids"], decoder_task_ids=DECODER_IDS, **options)
+        assert_same(type(expected)(**{key: value for key, value in got.items() if key != "head_selection_kl"}),
+                    expected)
+        # a continuation from each one's cache
+        step = dict(input_ids=MARIAN.decoder_input_ids(length=1, seed=9),
+                    encoder_hidden_states=inputs["encoder_hidden_states"],
+                    encoder_attention_mask=inputs["encoder_attention_mask"],
+                    attention_mask=torch.cat([inputs["attention_mask"], torch.ones(4, 1, dtype=torch.long)], dim=1))
+        # the installed transformers' name of the cache, in and out (`cache` from 5.24)
+        assert_same(model(**step, **{CACHE_KWARG: got[CACHE_KWARG]}, decoder_task_ids=DECODER_IDS).logits,
+                    stock(**step, **{CACHE_KWARG: expected[CACHE_KWARG]}).logits, "continued")
+        assert_same(model(**inputs, logits_to_keep=1, decoder_task_ids=DECODER_IDS).logits,
+                    stock(**inputs, logits_to_keep=1).logits, "logits_to_keep")
+        assert_same(model(**inputs, return_dict=False, use_cache=False, decoder_task_ids=DECODER_IDS),
+                    stock(**inputs, return_dict=False, use_cache=False), "return_dict=False")
+
+
+def test_torch_export_of_the_causal_lm_routes_other_task_ids_as_eager(fresh_dynamo):
+    model = causal_lm()
+    kwargs = dict(input_ids=MARIAN.decoder_input_ids(), use_cache=False, decoder_task_ids=DECODER_IDS)
+    other = {**kwargs, "decoder_task_ids": (DECODER_IDS + 1) % len(DECODER_TASKS)}
+    with torch.no_grad():
+        program = torch.export.export(model, (), kwargs=kwargs, strict=False).module()
+        torch.testing.assert_close(program(**other).logits, model(**other).logits)
+        torch.testing.assert_close(program(**kwargs).logits, model(**kwargs).logits)
 
 
 @pytest.mark.parametrize("grouped", [True, False], ids=["grouped", "gathered"])

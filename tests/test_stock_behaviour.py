@@ -30,7 +30,7 @@ import typing
 import pytest
 import torch
 from transformers import AutoModel, GenerationConfig, GenerationMixin, PreTrainedModel
-from transformers.cache_utils import Cache, DynamicCache
+from transformers.cache_utils import DynamicCache
 from transformers.processing_utils import Unpack
 from transformers.utils import ModelOutput, TransformersKwargs
 
@@ -45,6 +45,7 @@ from conftest import (
     HEADS,
     MIXED,
     SINGLE_TASK,
+    assert_same,
     compile_config,
     perturb_adapters,
     randomize_selector_logits,
@@ -78,33 +79,6 @@ def twin(family, base: bool = False, **overrides):
     missing, unexpected = model.load_state_dict(stock.state_dict(), strict=False)
     assert not unexpected and missing and all(key.startswith("head_selection.") for key in missing)
     return stock, model
-
-
-def assert_same(actual, expected, path: str = "output") -> None:
-    """Equal structure and values: tensors, tuples, model outputs and caches (their keys and values)."""
-    if isinstance(expected, torch.Tensor):
-        assert isinstance(actual, torch.Tensor), path
-        torch.testing.assert_close(actual, expected, msg=lambda m: f"{path}: {m}")
-    elif isinstance(expected, Cache):
-        assert type(actual) is type(expected), path
-        if hasattr(expected, "self_attention_cache"):
-            assert_same(actual.self_attention_cache, expected.self_attention_cache, f"{path}.self")
-            assert_same(actual.cross_attention_cache, expected.cross_attention_cache, f"{path}.cross")
-        else:
-            assert len(actual.layers) == len(expected.layers), path
-            for index, (a, e) in enumerate(zip(actual.layers, expected.layers)):
-                assert_same(a.keys, e.keys, f"{path}.layers[{index}].keys")
-                assert_same(a.values, e.values, f"{path}.layers[{index}].values")
-    elif isinstance(expected, (ModelOutput, dict)):
-        assert list(actual.keys()) == list(expected.keys()), path
-        for key in expected:
-            assert_same(actual[key], expected[key], f"{path}.{key}")
-    elif isinstance(expected, (tuple, list)):
-        assert isinstance(actual, (tuple, list)) and len(actual) == len(expected), path
-        for index, (a, e) in enumerate(zip(actual, expected)):
-            assert_same(a, e, f"{path}[{index}]")
-    else:
-        assert actual == expected, path
 
 
 def without_kl(output):
