@@ -3,10 +3,10 @@ the decoder of the translation model alone, loaded by `AutoModelForCausalLM` lik
 
 It computes what the translation model's decoder computes for the same weights and tasks; each example equals the
 stock causal LM exported for its task, and a stock causal LM upcycled equals it for every task, output by output
-(attentions, hidden states, cache, `logits_to_keep`, the tuple); `torch.export` routes as eager; a mixed batch equals
-its examples one by one (forward and generation); training adds the KL and reaches the selectors; gradient
-checkpointing, compiled forward and generation, SDPA attention, pickling, save / load and remote code work
-as on the translation model.
+(attentions, hidden states, cache, `logits_to_keep`, the tuple; dynamically quantized too); a mixed batch equals its
+examples one by one (forward and generation); training adds the KL and reaches the selectors; gradient
+checkpointing, compiled forward and generation, `torch.export`, SDPA attention, LoRA through PEFT, pickling, save /
+load, remote code, the `EncoderDecoderModel` wrapper work as on the translation model.
 """
 
 from __future__ import annotations
@@ -145,6 +145,38 @@ def test_the_upcycled_twin_returns_every_output_the_stock_causal_lm_returns():
                     stock(**inputs, logits_to_keep=1).logits, "logits_to_keep")
         assert_same(model(**inputs, return_dict=False, use_cache=False, decoder_task_ids=DECODER_IDS),
                     stock(**inputs, return_dict=False, use_cache=False), "return_dict=False")
+
+
+@pytest.mark.filterwarnings("ignore:torch.quantize_per_tensor")  # deprecated in torch, still the stock CPU recipe
+def test_dynamic_quantization_gives_the_quantized_stock_output():
+    quantization = getattr(torch.ao, "quantization", None)
+    if quantization is None or not hasattr(quantization, "quantize_dynamic"):
+        pytest.skip("this torch has no torch.ao.quantization.quantize_dynamic")
+    seed_everything()
+    stock = MarianForCausalLM(MARIAN.stock_config()).eval()
+    model = HeadSelMarianForCausalLM.from_stock(stock, decoder_tasks=DECODER_TASKS)
+    stock, model = (quantization.quantize_dynamic(m, {torch.nn.Linear}, dtype=torch.qint8) for m in (stock, model))
+    inputs = lm_inputs()
+    torch.testing.assert_close(logits(model, inputs, decoder_task_ids=DECODER_IDS), logits(stock, inputs), rtol=0,
+                               atol=0)
+
+
+def test_peft_lora_trains_and_merges_into_a_causal_lm_computing_the_same():
+    peft = pytest.importorskip("peft")
+    model = causal_lm()
+    config = peft.LoraConfig(task_type="CAUSAL_LM", r=4, target_modules=["q_proj", "v_proj"], init_lora_weights=False)
+    lora = peft.get_peft_model(model, config)
+    inputs = lm_inputs()
+    lora.train()
+    lora(**inputs, labels=inputs["input_ids"], decoder_task_ids=DECODER_IDS).loss.backward()
+    trained = {name for name, p in lora.named_parameters() if p.grad is not None and p.grad.abs().sum() > 0}
+    assert trained and all("lora_" in name for name in trained)
+    assert any(".encoder_attn.v_proj." in name for name in trained)  # the cross-attention's selected heads too
+    lora.eval()
+    expected = logits(lora, inputs, decoder_task_ids=DECODER_IDS)
+    merged = lora.merge_and_unload()
+    assert type(merged) is HeadSelMarianForCausalLM
+    torch.testing.assert_close(logits(merged, inputs, decoder_task_ids=DECODER_IDS), expected, rtol=1e-4, atol=1e-5)
 
 
 def test_torch_export_of_the_causal_lm_routes_other_task_ids_as_eager(fresh_dynamo):
