@@ -5,8 +5,9 @@ It computes what the translation model's decoder computes for the same weights a
 stock causal LM exported for its task, and a stock causal LM upcycled equals it for every task, output by output
 (attentions, hidden states, cache, `logits_to_keep`, the tuple; dynamically quantized too); a mixed batch equals its
 examples one by one (forward and generation); training adds the KL and reaches the selectors; gradient
-checkpointing, compiled forward and generation, `torch.export`, SDPA attention, LoRA through PEFT, pickling, save /
-load, remote code, the `EncoderDecoderModel` wrapper work as on the translation model.
+checkpointing, compiled forward and generation, assisted and prompt-lookup decoding, `torch.export`, SDPA
+attention, LoRA through PEFT, pickling, save / load, remote code, the `EncoderDecoderModel` wrapper work as on the
+translation model.
 """
 
 from __future__ import annotations
@@ -224,6 +225,26 @@ def test_generate_a_mixed_batch_equals_each_example_alone(num_beams):
     assert not torch.equal(other, mixed)
     # without the cache: the same tokens
     assert torch.equal(model.generate(prompts, decoder_task_ids=DECODER_IDS, use_cache=False, **kwargs), mixed)
+
+
+@pytest.mark.filterwarnings("ignore:A custom logits processor")  # the stock assistant's own processors
+def test_assisted_and_prompt_lookup_decoding_generate_what_greedy_does():
+    """A stock causal LM drafts without task ids (it would refuse them); the head-selection model verifies each
+    example's candidates with its own task's heads, so the tokens are greedy's, task by task."""
+    model = causal_lm()
+    seed_everything(5)
+    draft = MarianForCausalLM(MARIAN.stock_config()).eval()
+    prompts = MARIAN.decoder_input_ids(length=2)
+    kwargs = dict(max_new_tokens=5, min_new_tokens=5, do_sample=False)
+    differs = False
+    for index in range(4):  # assisted decoding takes one example at a time
+        prompt, task = prompts[index : index + 1], DECODER_IDS[index : index + 1]
+        greedy = model.generate(prompt, decoder_task_ids=task, **kwargs)
+        assert torch.equal(model.generate(prompt, decoder_task_ids=task, assistant_model=draft, **kwargs), greedy)
+        assert torch.equal(model.generate(prompt, decoder_task_ids=task, prompt_lookup_num_tokens=2, **kwargs), greedy)
+        other = model.generate(prompt, decoder_task_ids=(task + 1) % len(DECODER_TASKS), **kwargs)
+        differs |= not torch.equal(other, greedy)
+    assert differs  # the tasks matter: a draft's tokens accepted regardless of the task would not pass
 
 
 def encoder_decoder(decoder: HeadSelMarianForCausalLM) -> EncoderDecoderModel:
