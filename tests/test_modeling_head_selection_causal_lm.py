@@ -398,6 +398,10 @@ def test_saved_model_loads_with_the_auto_class_and_as_remote_code(tmp_path):
     expected = logits(model, inputs, decoder_task_ids=DECODER_IDS)
     assert torch.equal(logits(loaded, inputs, decoder_task_ids=DECODER_IDS), expected)
     assert torch.equal(logits(loaded, inputs), logits(model, inputs, decoder_task_ids=torch.full((4,), 1)))
+    # in half precision the selectors stay in float32, choosing the same heads
+    half = HeadSelMarianForCausalLM.from_pretrained(path, dtype=torch.bfloat16)
+    assert half.dtype == torch.bfloat16 and half.head_selection["decoder_self"].logits.dtype == torch.float32
+    assert all(torch.equal(heads, model.selected_heads()[name]) for name, heads in half.selected_heads().items())
 
     prompts = MARIAN.decoder_input_ids(length=2)
     data_path, out_path = tmp_path / "data.pt", tmp_path / "out.pt"
