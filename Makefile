@@ -42,16 +42,12 @@ test: setup
 	$(PY) -m pytest -q -n 2 $(TESTS)
 
 # The library's tests on the oldest transformers the package supports (setup.cfg's floor, `transformers>=`), in an
-# environment of their own (`.venv-oldest`); CI runs them after `make test`. Of the recipes' tests (tests/training)
-# only their end-to-end runs (test_recipes.py, about 30 s; the rest pass there by hand, 2 min more than CI's 15 minutes
-# allow), in a pytest run of their own (tests/ and tests/training/ each have a conftest the tests import by name); not
-# the tests of the developers' benchmark scripts, which run on the newest only.
+# environment of their own (`.venv-oldest`); CI runs them after `make test`. Not the tests of the recipes
+# (tests/training) nor of the developers' benchmark scripts, which run on the newest only.
 OLDEST_TRANSFORMERS ?= $(shell sed -n 's/^ *transformers>=//p' setup.cfg)
 OLDEST_TESTS = tests --ignore=tests/training --ignore=tests/test_benchmarks.py --ignore=tests/test_mechanism.py
-OLDEST_RECIPE_TESTS = tests/training/test_recipes.py
 test-oldest:
 	$(MAKE) test VENV=.venv-oldest PINS="transformers==$(OLDEST_TRANSFORMERS)" TESTS="$(OLDEST_TESTS)"
-	$(MAKE) test VENV=.venv-oldest PINS="transformers==$(OLDEST_TRANSFORMERS)" TESTS="$(OLDEST_RECIPE_TESTS)"
 
 demo: setup
 	$(BIN)/headsel-demo --output_dir outputs/demo
