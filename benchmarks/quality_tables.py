@@ -134,8 +134,8 @@ def supplementary_table(experiment_folder: Path) -> str:
         cells += [mean_std([run[key] for run in runs if key in run], 1) if any(key in run for run in runs) else "–"
                   for key in ("AVG", *tasks, UNUSABLE)]
         lines.append(f"| {name} | {len(runs)} | " + " | ".join(cells) + " |")
-    runs = experiment_folder / "runs"
-    lines += environments_note([(f"{name} ({seed})", runs / name / seed) for name, seeds in by_seed.items()
+    runs_folder = experiment_folder / "runs"
+    lines += environments_note([(f"{name} ({seed})", runs_folder / name / seed) for name, seeds in by_seed.items()
                                 for seed in seeds])
     return "\n".join(lines)
 
