@@ -23,9 +23,11 @@ from huggingface_hub import ModelCard
 from huggingface_hub import constants as hub_constants
 from transformers import (
     AutoFeatureExtractor,
+    AutoModelForCausalLM,
     AutoModelForSeq2SeqLM,
     AutoModelForSpeechSeq2Seq,
     MarianConfig,
+    MarianForCausalLM,
     MarianModel,
     MarianMTModel,
     MarianTokenizer,
@@ -526,17 +528,33 @@ def test_export_cli_pushes_each_folder_private_to_the_repository_its_card_names(
         assert str(tmp_path) not in card
 
 
-def test_export_cli_refuses_a_causal_lm_folder_before_exporting(tmp_path):
-    # its exported folders would get translation cards: refused before any folder is written
-    model = HeadSelMarianForCausalLM(headsel_model({"name": "marian", **FAMILIES["marian"]}, encoder_tasks=["en"],
-                                                   decoder_tasks=["fr", "it"]).config)
-    model.save_pretrained(tmp_path / "source")
-    with pytest.raises(ValueError, match="holds a HeadSelMarianForCausalLM \\(the decoder alone\\).*export_task_model"):
-        load_script("export_task_models").main([str(tmp_path / "source"), str(tmp_path / "exported")])
-    assert not (tmp_path / "exported").exists()
-    # nor does the library write a card for a stock causal LM exported from it
-    with pytest.raises(ValueError, match="MarianForCausalLM \\(the decoder alone\\) has none"):
-        write_model_card(tmp_path / "fr", model.export_task_model("fr"), exported_tasks={"decoder": "fr"})
+def test_export_cli_writes_a_stock_causal_lm_folder_per_decoder_task(tmp_path):
+    # the decoder alone exports as stock MarianForCausalLM folders with text-generation cards; the prompts of those
+    # cards carry no target-language token, even where the tokenizer holds some (the model continues its prompt)
+    tokenizer = marian_tokenizer(tmp_path / "spm", symbols=(">>fr<<", ">>it<<"))
+    family = {"name": "marian", **FAMILIES["marian"], "model": HeadSelMarianForCausalLM}
+    model = headsel_model(family, encoder_tasks=["en"], decoder_tasks=["fr", "it"], vocab_size=len(tokenizer),
+                          pad_token_id=2, decoder_start_token_id=2)
+    source = tmp_path / "source"
+    model.save_pretrained(source)
+    tokenizer.save_pretrained(source)
+
+    folders = load_script("export_task_models").main([str(source), str(tmp_path / "exported")])
+
+    assert [folder.name for folder in folders] == ["fr", "it"]
+    prompt = tokenizer(["the cat sat"], return_tensors="pt").input_ids
+    with torch.no_grad():
+        expected = [model(prompt, decoder_task_ids=torch.tensor([task])).logits for task in (0, 1)]
+    assert not torch.allclose(*expected)  # otherwise folders of the wrong task would pass
+    for task, folder in enumerate(folders):
+        reloaded = AutoModelForCausalLM.from_pretrained(folder)  # stock Auto class, no remote code
+        assert type(reloaded) is MarianForCausalLM
+        with torch.no_grad():
+            torch.testing.assert_close(reloaded(prompt).logits, expected[task])
+        card = ModelCard.load(folder / "README.md")
+        assert card.data.pipeline_tag == "text-generation" and "MarianForCausalLM.from_pretrained" in card.text
+        assert f"**decoder task `{folder.name}`**" in card.text and "only the 4 decoder heads" in card.text
+        assert ">>" not in card.text
 
 
 def test_export_cli_refuses_tasks_and_directions_together(tmp_path, capsys):

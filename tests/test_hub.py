@@ -325,9 +325,10 @@ def test_prepare_model_folder(tmp_path):
     assert (tmp_path / "model" / "pipeline_headsel.py").is_file()
 
 
-def test_a_causal_lm_folder_gets_remote_code_no_custom_pipeline_and_no_card(tmp_path):
-    # the stock text-generation pipeline serves the decoder alone; the cards show translation usage, so none is
-    # written for it: the library function and the push tool refuse it, the tool before loading anything
+def test_a_causal_lm_folder_gets_remote_code_no_custom_pipeline_and_a_text_generation_card(tmp_path, hub,
+                                                                                          monkeypatch):
+    # the stock text-generation pipeline serves the decoder alone: its folder gets no custom pipeline, and its card
+    # (written by the library, or by the push tool, which loads it with its own class) shows that pipeline's usage
     from headsel_recipes.cli.push_to_hub import main as push_cli
 
     translation_config = marian_model().config.to_dict()
@@ -341,11 +342,37 @@ def test_a_causal_lm_folder_gets_remote_code_no_custom_pipeline_and_no_card(tmp_
     config = json.loads((folder / "config.json").read_text())
     assert "custom_pipelines" not in config and config["architectures"] == ["HeadSelMarianForCausalLM"]
     assert prepare_model_folder(folder) == []  # idempotent
-    with pytest.raises(ValueError, match="HeadSelMarianForCausalLM \\(the decoder alone\\) has none"):
-        write_model_card(folder, model)
-    assert not (folder / "README.md").exists()
-    with pytest.raises(ValueError, match="HeadSelMarianForCausalLM \\(the decoder alone\\) has none"):
-        push_cli([str(folder), "me/lm"])
+
+    card = ModelCard.load(write_model_card(folder, model, repo_id="me/lm"))
+    assert card.data.pipeline_tag == "text-generation" and "translation" not in card.data.tags
+    assert card.data.language == ["fr", "it", "es"]  # the decoder's tasks: it reads no source task
+    assert "custom_code" in card.data.tags and "decoder-only language model" in card.text
+    assert 'AutoModelForCausalLM.from_pretrained("me/lm", trust_remote_code=True, decoder_task="fr")' in card.text
+    assert 'pipeline("text-generation", model="me/lm"' in card.text
+    assert 'pipe("The cat sat on the mat.", decoder_task_ids="it")' in card.text  # handed on to generate()
+    # no encoder: neither its tasks, nor its heads, nor its settings
+    assert "| decoder | `fr`, `it`, `es` | - |" in card.text and "| encoder |" not in card.text
+    assert "encoder heads" not in card.text and "`encoder_layers`" not in card.text
+    assert "cross-attention keyed by" not in card.text  # no cross-attention selects
+    assert "**decoder_self**" in card.text and "| `total_decoder_attention_heads` | 8 |" in card.text
+
+    (folder / "README.md").unlink()
+    monkeypatch.setattr(hub_constants, "ENDPOINT", hub.url)
+    push_cli([str(folder), "me/lm", "--token", "hf_fake"])
+    assert hub.errors == [] and ModelCard(hub.files()["README.md"].decode()).data.pipeline_tag == "text-generation"
+    assert "custom_pipelines" not in json.loads(hub.files()["config.json"])
+
+
+def test_the_card_of_a_causal_lm_reading_the_source_task(tmp_path):
+    # a pair-keyed cross-attention reads the source task of the encoder states it is given: the card lists the
+    # encoder's tasks and keyword; its examples, which give no encoder states, route the decoder task
+    config = marian_model(head_selection_components=["decoder_self", "decoder_cross"],
+                          cross_attention_task_key="pair").config
+    text = write_model_card(tmp_path, HeadSelMarianForCausalLM(config).eval(), repo_id="me/lm").read_text()
+    assert "| encoder | `en`, `de` | - |" in text and "`encoder_task_ids` / `decoder_task_ids`" in text
+    assert "| cross-attention keyed by | the (encoder, decoder) pair" in text and "`encoder_layers`" not in text
+    assert 'trust_remote_code=True, encoder_task="en", decoder_task="fr")' in text
+    assert 'model.generate(**inputs, decoder_task_ids="it")' in text and 'encoder_task_ids="' not in text
 
 
 def saved_folder(tmp_path: Path) -> tuple[Path, HeadSelMarianMTModel]:

@@ -31,6 +31,7 @@ import torch
 from transformers import (
     AutoModelForSeq2SeqLM,
     AutoModelForSpeechSeq2Seq,
+    MarianForCausalLM,
     MarianTokenizer,
     Speech2TextFeatureExtractor,
     Speech2TextProcessor,
@@ -363,6 +364,35 @@ def test_exported_model_card_example_runs_on_the_folder(marian, tmp_path, monkey
     printed = run_card_examples(folder, exported, tmp_path, monkeypatch, capsys,
                                 exported_tasks={"encoder": "en", "decoder": "it"})
     assert printed == [card_translation(model, tokenizer, decoder_task_ids="it")]
+
+
+def test_causal_lm_card_examples_run_on_the_folder(tmp_path, monkeypatch, capsys):
+    # the decoder alone's card: the Auto class with its default task, then "it" for one call; the stock
+    # text-generation pipeline with the default, then decoder_task_ids="it" handed on to generate(); and the card of
+    # a task exported from it, a stock MarianForCausalLM
+    tokenizer = marian_tokenizer(tmp_path / "tokenizer")
+    config = HeadSelMarianConfig(**COMMON, vocab_size=len(tokenizer), max_position_embeddings=64, pad_token_id=2,
+                                 eos_token_id=0, decoder_start_token_id=2, decoder_tasks=["fr", "it"],
+                                 default_decoder_task="fr")
+    torch.manual_seed(3)
+    model = HeadSelMarianForCausalLM(config).eval()
+    folder = tmp_path / "saved" / "lm"
+    model.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    printed = run_card_examples(folder, model, tmp_path, monkeypatch, capsys)
+    fr, it = (card_translation(model, tokenizer, decoder_task_ids=task) for task in ("fr", "it"))
+    assert fr != it  # otherwise an example ignoring its task would pass
+    # the pipeline's text is the prompt as given, then what follows the prompt's tokens decoded
+    prompt = len(tokenizer.decode(tokenizer(CARD_SENTENCE).input_ids, skip_special_tokens=True))
+    assert printed == [fr, it, *([{"generated_text": CARD_SENTENCE + text[0][prompt:]}] for text in (fr, it))]
+    assert (tmp_path / "fr-only" / "config.json").is_file()  # the export example's folder
+
+    exported = tmp_path / "source" / "it-only"
+    model.export_task_model(decoder_task="it").save_pretrained(exported)
+    tokenizer.save_pretrained(exported)
+    printed = run_card_examples(exported, MarianForCausalLM.from_pretrained(exported), tmp_path, monkeypatch, capsys,
+                                exported_tasks={"decoder": "it"})
+    assert printed == [it]
 
 
 # --------------------------------------------------------------------------------------------------------------------

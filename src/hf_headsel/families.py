@@ -53,8 +53,10 @@ class Family:
     preprocessor_class: str  # the Auto class that loads its tokenizer / processor
     preprocessor_name: str  # how the card's examples call it
     description: str
-    #: the decoder alone (registered with `AutoModelForCausalLM`), where the stock family has one
+    #: the decoder alone (registered with `AutoModelForCausalLM`, served by the stock `text-generation` pipeline),
+    #: where the stock family has one, and what its model card calls it
     causal_lm_class: type[PreTrainedModel] | None = None
+    causal_lm_description: str | None = None
 
     @property
     def model_type(self) -> str:
@@ -132,6 +134,7 @@ MARIAN = Family(
     preprocessor_name="tokenizer",
     description="text translation model (Marian)",
     causal_lm_class=HeadSelMarianForCausalLM,
+    causal_lm_description="decoder-only language model (the decoder of a Marian translation model)",
 )
 SPEECH2TEXT = Family(
     config_class=HeadSelSpeech2TextConfig,
@@ -146,6 +149,8 @@ SPEECH2TEXT = Family(
     description="speech recognition / speech translation model (Speech2Text)",
 )
 FAMILIES = (MARIAN, SPEECH2TEXT)
+#: The stock pipeline (and Hub pipeline tag) of a family's decoder alone: it has no custom pipeline.
+TEXT_GENERATION = "text-generation"
 HEADSEL_MODEL_TYPES = tuple(family.model_type for family in FAMILIES)
 STOCK_MODEL_TYPES = tuple(family.stock_model_type for family in FAMILIES)
 
@@ -161,4 +166,5 @@ def family_of(model_type: str) -> Family:
     )
 
 
-__all__ = ["FAMILIES", "HEADSEL_MODEL_TYPES", "MARIAN", "SPEECH2TEXT", "STOCK_MODEL_TYPES", "Family", "family_of"]
+__all__ = ["FAMILIES", "HEADSEL_MODEL_TYPES", "MARIAN", "SPEECH2TEXT", "STOCK_MODEL_TYPES", "TEXT_GENERATION", "Family",
+           "family_of"]

@@ -21,22 +21,19 @@ from pathlib import Path
 from typing import Any
 
 from huggingface_hub import ModelCard, ModelCardData
+from transformers import AutoModelForCausalLM
 
 from .analysis import analyze_model
 from .card_metrics import MetricRecord, collect_metrics, eval_results, results_table
 from .configuration_head_selection import HEAD_SELECTION_CONFIG_KEYS, SIDES, component_side
 from .conversion import stock_model_class
-from .families import HEADSEL_MODEL_TYPES, Family, family_of
+from .families import HEADSEL_MODEL_TYPES, TEXT_GENERATION, Family, family_of
 from .model_folder import PACKAGE_DIR, prepare_model_folder
 from .modeling_head_selection import HeadSelectionModelMixin
 
 logger = logging.getLogger(__name__)
 
 TEMPLATE_NAME = "headsel_model_card_template.md"
-#: Why a decoder-only causal LM gets no card here (`{model}`: its class name): the cards show translation and
-#: speech usage; read by `headsel-push-to-hub` too, which refuses such a folder before loading it.
-CAUSAL_LM_CARD = ("the model cards of hf-headsel describe translation and speech models; {model} (the decoder alone) "
-                  "has none: give its folder a README.md of your own")
 HEATMAP_NAME = "head_sharing.png"
 # An ISO 639 code, then optional BCP 47 subtags (script, region, ...); `_` is accepted for `-` (`pt_BR`).
 _LANGUAGE_TAG = re.compile(r"^(?P<code>[A-Za-z]{2,3})(?:[-_][A-Za-z0-9]{2,8})*$")
@@ -108,13 +105,21 @@ def _format_value(value: Any) -> str:
     return f"`{value}`" if isinstance(value, str) else str(value)
 
 
-def config_rows(config) -> list[tuple[str, str]]:
-    """The architecture and head-selection settings shown in the card."""
+def config_rows(config, layer_sides: tuple[str, ...] = SIDES, read_sides: tuple[str, ...] = SIDES
+                ) -> list[tuple[str, str]]:
+    """The architecture and head-selection settings shown in the card: of the sides the model has layers on, and
+    the task lists of the sides it reads (the decoder alone has no encoder, and may read the source task)."""
     keys = ["d_model", "encoder_layers", "decoder_layers", "encoder_attention_heads", "decoder_attention_heads",
             "encoder_ffn_dim", "decoder_ffn_dim", "vocab_size"]
     if getattr(config, "model_type", None) in HEADSEL_MODEL_TYPES:
         keys += list(HEAD_SELECTION_CONFIG_KEYS)
-    return [(key, _format_value(getattr(config, key))) for key in keys if getattr(config, key, None) is not None]
+
+    def shown(key: str) -> bool:
+        side = next((side for side in SIDES if side in key), None)
+        return side is None or side in (read_sides if key.endswith(("_task", "_tasks")) else layer_sides)
+
+    return [(key, _format_value(getattr(config, key))) for key in keys
+            if shown(key) and getattr(config, key, None) is not None]
 
 
 def is_secret_key(key: str) -> bool:
@@ -136,14 +141,14 @@ def training_rows(training_args) -> list[tuple[str, str]]:
     return [(key, _format_value(getattr(value, "value", value))) for key, value in items if not is_secret_key(key)]
 
 
-def _languages(config, languages: str | list[str] | None) -> list[str] | None:
+def _languages(config, languages: str | list[str] | None, sides: tuple[str, ...] = SIDES) -> list[str] | None:
     """The card's languages: `languages` (a string is one language), else the task names of a `"lang"` model that
-    are language tags."""
+    are language tags (of the sides it reads)."""
     if languages is not None:
         return ([languages] if isinstance(languages, str) else list(languages)) or None
     if getattr(config, "task_type", None) != "lang":
         return None
-    names = list(dict.fromkeys(t for t in [*config.encoder_tasks, *config.decoder_tasks] if t != "default"))
+    names = list(dict.fromkeys(t for side in sides for t in config.tasks(side) if t != "default"))
     # task names are the user's: one that is no language tag is left out of the card (with a warning) rather than
     # failing the card a training run writes at its end
     unnamed = [name for name in names if not _LANGUAGE_TAG.match(name)]
@@ -238,10 +243,14 @@ def _keywords(values: dict[str, str]) -> str:
 
 
 def _task_usage(family: Family, config, direction: tuple[str, str], other: tuple[str, str] | None,
-                target_lang_token: bool = False) -> dict[str, str]:
-    """The code of the card's examples: loaded with `direction` as the defaults, one more call routed to `other`."""
+                target_lang_token: bool = False, sides: tuple[str, ...] = SIDES,
+                causal_lm: bool = False) -> dict[str, str]:
+    """The code of the card's examples: loaded with `direction` as the defaults (on the `sides` the model reads),
+    one more call routed to `other`. A pipeline call routes the decoder alone (`causal_lm`) by task ids: the stock
+    `text-generation` pipeline hands them on to `generate()`."""
     prepare, generate, pipe = _snippets(family, source_prefix(config.task_type, direction[1], target_lang_token))
     usage, pipeline_usage = prepare + generate.format(""), pipe.format("")
+    pipeline_keyword = "{}_task_ids" if causal_lm else "{}_task"
     if other is not None:
         changed = {side: name for side, name, example in zip(SIDES, other, direction) if name != example}
         other_prepare, _, other_pipe = _snippets(family, source_prefix(config.task_type, other[1], target_lang_token))
@@ -250,13 +259,16 @@ def _task_usage(family: Family, config, direction: tuple[str, str], other: tuple
             usage += other_prepare
         usage += generate.format(", " + _keywords({f"{side}_task_ids": name for side, name in changed.items()}))
         pipeline_usage += "\n" + other_pipe.format(
-            ", " + _keywords({f"{side}_task": name for side, name in changed.items()}))
+            ", " + _keywords({pipeline_keyword.format(side): name for side, name in changed.items()}))
     # every side with a choice is named: a side of several tasks without a default would stop generate()
-    defaults = {f"{side}_task": name for side, name in zip(SIDES, direction) if len(config.tasks(side)) > 1}
+    defaults = {f"{side}_task": name for side, name in zip(SIDES, direction)
+                if side in sides and len(config.tasks(side)) > 1}
     return {
         "usage": usage,
         "pipeline_usage": pipeline_usage,
-        "example_description": ", ".join(f"{side} task `{name}`" for side, name in zip(SIDES, direction)),
+        "example_description": ", ".join(f"{side} task `{name}`" for side, name in zip(SIDES, direction)
+                                         if side in sides),
+        "task_id_keywords": " / ".join(f"`{side}_task_ids`" for side in sides),
         "load_kwargs": f", {_keywords(defaults)}" if defaults else "",
         "pipeline_model_kwargs": json.dumps(defaults) if defaults else None,
         "export_kwargs": _keywords(defaults),
@@ -278,17 +290,21 @@ def _direction_key(config, family: Family, scored: set[tuple[str, str]]):
     return key
 
 
-def example_directions(config, family: Family, records: list[MetricRecord]
+def example_directions(config, family: Family, records: list[MetricRecord], sides: tuple[str, ...] = SIDES
                        ) -> tuple[tuple[str, str], tuple[str, str] | None]:
     """(encoder task, decoder task) of the card's examples, and of the one more call routed elsewhere (`None`
     where there is no other pair).
 
     The example keeps the config's defaults; a scored pair (a metric named `en-de`, or a domain `tedx`) is
     preferred to an untrained one (`de` -> `de` in a translation model). The other call changes one side of a
-    `"lang"` model (the decoder where it can: another target language), both sides of a domain model.
+    `"lang"` model (the decoder where it can: another target language), both sides of a domain model. A side not in
+    `sides` (the source of the decoder alone, whose examples give no encoder states) keeps its default, or its first
+    task.
     """
     names = {record.task for record in records}
-    pairs = [(encoder, decoder) for encoder in config.encoder_tasks for decoder in config.decoder_tasks]
+    choices = {side: config.tasks(side) if side in sides else
+               [getattr(config, f"default_{side}_task") or config.tasks(side)[0]] for side in SIDES}
+    pairs = [(encoder, decoder) for encoder in choices["encoder"] for decoder in choices["decoder"]]
     scored = {(e, d) for e, d in pairs if f"{e}-{d}" in names or (e == d and e in names)}
     key = _direction_key(config, family, scored)
     defaults = (config.default_encoder_task, config.default_decoder_task)
@@ -301,24 +317,53 @@ def example_directions(config, family: Family, records: list[MetricRecord]
                           default=None)
 
 
+def is_causal_lm(model, family: Family) -> bool:
+    """Whether `model` is the family's decoder alone: its head-selection causal LM, or a stock one exported from it."""
+    return family.causal_lm_class is not None and isinstance(model, stock_model_class(family.causal_lm_class))
+
+
+def layer_sides(causal_lm: bool) -> tuple[str, ...]:
+    """The sides a model has layers on: the decoder alone has no encoder."""
+    return ("decoder",) if causal_lm else SIDES
+
+
+def card_pipeline_tag(model, family: Family) -> str:
+    """The card's pipeline: the stock `text-generation` one for the decoder alone, else the family's."""
+    return TEXT_GENERATION if is_causal_lm(model, family) else family.pipeline_tag
+
+
+def task_sides(model) -> tuple[str, ...]:
+    """The sides whose tasks the card shows: both for an encoder-decoder model; for the decoder alone, those its
+    layers read (the source task only where a cross-attention or the adapters are keyed by it)."""
+    unread = model.unread_sides() if isinstance(model, HeadSelectionModelMixin) else ()
+    return tuple(side for side in SIDES if side not in unread)
+
+
 def _card_variables(model, family: Family, exported_tasks: dict | None, records: list[MetricRecord],
                     target_lang_token: bool = False, task_type: str | None = None) -> dict:
     """The template variables that describe the model itself."""
+    causal_lm = is_causal_lm(model, family)
     variables = {
-        "stock_class": family.stock_model_class.__name__, "doc_page": family.stock_model_type,
-        "auto_class": family.auto_class.__name__,
+        "causal_lm": causal_lm,
+        "stock_class": stock_model_class(family.causal_lm_class if causal_lm else family.model_class).__name__,
+        "doc_page": family.stock_model_type,
+        "auto_class": (AutoModelForCausalLM if causal_lm else family.auto_class).__name__,
         "preprocessor_class": family.preprocessor_class, "preprocessor_name": family.preprocessor_name,
-        "pipeline_tag": family.pipeline_tag, "config_rows": config_rows(model.config),
+        "pipeline_tag": card_pipeline_tag(model, family),
+        "config_rows": config_rows(model.config, layer_sides(causal_lm), task_sides(model)),
     }
+    # the decoder alone continues its prompt: no target-language token before it
+    target_lang_token = target_lang_token and not causal_lm
     if exported_tasks is not None:
         return {**variables, **_exported_variables(model.config, family, exported_tasks, target_lang_token,
-                                                   task_type)}
-    return {**variables, **_task_variables(model.config, family, records, target_lang_token),
+                                                   task_type, causal_lm)}
+    return {**variables, **_task_variables(model.config, family, records, target_lang_token, task_sides(model),
+                                           causal_lm),
             "sharing": head_sharing(model)}
 
 
 def _exported_variables(config, family: Family, exported_tasks: dict, target_lang_token: bool = False,
-                        task_type: str | None = None) -> dict:
+                        task_type: str | None = None, causal_lm: bool = False) -> dict:
     # the exported stock config has no task type: the source's says whether the decoder task is the target language
     prefix = source_prefix(task_type, exported_tasks.get("decoder"), target_lang_token)
     prepare, generate, _ = _snippets(family, prefix)
@@ -326,35 +371,50 @@ def _exported_variables(config, family: Family, exported_tasks: dict, target_lan
         "exported": True,
         "exported_tasks": dict(exported_tasks),
         "exported_description": ", ".join(f"{side} task `{name}`" for side, name in exported_tasks.items()),
-        "heads_summary": f"{config.encoder_attention_heads} encoder / {config.decoder_attention_heads} decoder",
+        "heads_summary": " / ".join(f"{getattr(config, f'{side}_attention_heads')} {side}"
+                                    for side in layer_sides(causal_lm)),
         "exported_usage": prepare + generate.format(""),
     }
 
 
-def _task_variables(config, family: Family, records: list[MetricRecord], target_lang_token: bool = False) -> dict:
+def _task_routing(config, sides: tuple[str, ...], causal_lm: bool) -> str:
+    """The card's sentence on what keys the layers."""
+    language = config.task_type == "lang"
+    if not causal_lm:
+        return ("The encoder is keyed by the source language and the decoder by the target language, so unseen "
+                "directions can be tried zero-shot." if language else "Both sides are keyed by the domain.")
+    routing = f"The decoder is keyed by {'the language it writes' if language else 'the domain'}."
+    if "encoder" in sides:
+        routing += (" Given the states of an encoder to attend to (as the decoder of an `EncoderDecoderModel`), it "
+                    "also reads their source task (`encoder_task_ids`).")
+    return routing
+
+
+def _task_variables(config, family: Family, records: list[MetricRecord], target_lang_token: bool = False,
+                    sides: tuple[str, ...] = SIDES, causal_lm: bool = False) -> dict:
     kind = "language" if config.task_type == "lang" else "domain"
-    routing = (
-        "The encoder is keyed by the source language and the decoder by the target language, so unseen directions "
-        "can be tried zero-shot." if kind == "language" else "Both sides are keyed by the domain."
-    )
+    description = family.causal_lm_description if causal_lm else family.description
+    components = config.head_selection_components or []
+    # the decoder alone's examples give no encoder states: they route its decoder task, keeping the source's
+    directions = example_directions(config, family, records, layer_sides(causal_lm))
     return {
         "exported": False,
-        "family_description": f"{'multilingual' if kind == 'language' else 'multi-domain'} {family.description}",
+        "family_description": f"{'multilingual' if kind == 'language' else 'multi-domain'} {description}",
         "task_kind": kind,
         "task_type": config.task_type,
-        "task_routing": routing,
-        "encoder_tasks": _format_value(config.encoder_tasks),
-        "decoder_tasks": _format_value(config.decoder_tasks),
-        "default_encoder_task": config.default_encoder_task,
-        "default_decoder_task": config.default_decoder_task,
+        "task_routing": _task_routing(config, sides, causal_lm),
+        "task_rows": [{"side": side, "tasks": _format_value(config.tasks(side)),
+                       "default": getattr(config, f"default_{side}_task")} for side in sides],
         "strategy": config.head_selection_strategy,
         "strategy_description": STRATEGY_DESCRIPTIONS[config.head_selection_strategy],
-        "components": config.head_selection_components or ["none (stock model)"],
+        "components": components or ["none (stock model)"],
         "head_rows": [{"side": side, "heads": config.heads(side), "total": config.total_heads(side),
-                       "selects": any(component_side(c) == side for c in config.head_selection_components)}
-                      for side in SIDES],
-        "cross_key_description": CROSS_KEY_DESCRIPTIONS[config.cross_attention_task_key],
-        **_task_usage(family, config, *example_directions(config, family, records), target_lang_token),
+                       "selects": any(component_side(c) == side for c in components)}
+                      for side in layer_sides(causal_lm)],
+        # the decoder alone has a cross-attention only beside an encoder: named where it selects
+        "cross_key_description": (CROSS_KEY_DESCRIPTIONS[config.cross_attention_task_key]
+                                  if not causal_lm or "decoder_cross" in components else None),
+        **_task_usage(family, config, *directions, target_lang_token, sides, causal_lm),
     }
 
 
@@ -391,14 +451,13 @@ def render_model_card(
     target_lang_token: bool = False,
     task_type: str | None = None,
 ) -> ModelCard:
-    """The [`ModelCard`] of a head-selection model, or of a stock model exported from one (`exported_tasks`).
+    """The [`ModelCard`] of a head-selection model (the decoder alone too: a `text-generation` card), or of a stock
+    model exported from one (`exported_tasks`).
 
     See [`write_model_card`] for the arguments; `heatmap` is a path relative to the model folder.
     """
     model_type = getattr(model.config, "model_type", None)
     family = family_of(model_type)
-    if family.causal_lm_class is not None and isinstance(model, stock_model_class(family.causal_lm_class)):
-        raise ValueError(CAUSAL_LM_CARD.format(model=type(model).__name__))  # or a stock one exported from it
     headsel = isinstance(model, HeadSelectionModelMixin)
     if headsel == (exported_tasks is not None):
         raise ValueError("write_model_card renders a head-selection model (without exported_tasks) or a stock model "
@@ -412,15 +471,16 @@ def render_model_card(
         label = "-".join(dict.fromkeys(exported_tasks.values()))
         records = [replace(r, task=label) if r.task is None else r for r in records]
     dataset_name = dataset_name or dataset_id or "custom"
-    tags = ["hf-headsel", "head-selection", family.stock_model_type, family.pipeline_tag, *(tags or [])]
+    pipeline_tag = card_pipeline_tag(model, family)
+    tags = ["hf-headsel", "head-selection", family.stock_model_type, pipeline_tag, *(tags or [])]
     if headsel:
         tags += ["multilingual" if model.config.task_type == "lang" else "multi-domain", "custom_code"]
     language_config = model.config if headsel else None
     card_data = ModelCardData(
-        **language_metadata(_languages(language_config, languages)),
+        **language_metadata(_languages(language_config, languages, task_sides(model))),
         license=license,
         library_name="transformers",
-        pipeline_tag=family.pipeline_tag,
+        pipeline_tag=pipeline_tag,
         tags=tags,
         datasets=[dataset_id] if dataset_id else None,
         base_model=hub_model_id(base_model),
@@ -469,8 +529,9 @@ def write_model_card(
 
     Args:
         output_dir: the model folder (created if needed).
-        model: the head-selection model (its config and `selected_heads()` fill the card), or a stock model exported
-            from one, together with `exported_tasks`.
+        model: the head-selection model (its config and `selected_heads()` fill the card; a family's decoder alone,
+            `HeadSelMarianForCausalLM`, gets `text-generation` usage), or a stock model exported from one, together
+            with `exported_tasks`.
         metrics: scores for the model-index and the results table, e.g. the Trainer's
             `{"eval_bleu": ..., "eval_bleu_fr-en": ...}`, `{"eval": {...}, "predict": {...}}` or
             `{"fr": {"bleu": ...}}` (see [`collect_metrics`]). WER, CER, BLEU and chrF are recognised.

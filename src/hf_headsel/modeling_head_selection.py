@@ -385,7 +385,7 @@ class HeadSelectionBaseModelMixin:
         at every decoding step, which then costs no validation and no host synchronisation. Outside `generate` every
         call routes afresh: a caller's tensor may change between calls without a version bump (written through
         `.data`, or through a numpy array sharing its memory)."""
-        if ids is None and side in self._unread_sides():
+        if ids is None and side in self.unread_sides():
             ids = 0  # no layer reads this side's task: any valid id routes it, and none needs to be given
         memo = self.__dict__.get("_generation_memo")
         if is_compiling() or memo is None:  # the memo is host-side state: traced code routes afresh
@@ -403,7 +403,7 @@ class HeadSelectionBaseModelMixin:
         memo[side] = (ids, version, route) if isinstance(ids, torch.Tensor) else None
         return route
 
-    def _unread_sides(self) -> tuple[str, ...]:
+    def unread_sides(self) -> tuple[str, ...]:
         """The sides whose task no layer of this model reads, routed to their first task when no ids are given: none
         in an encoder-decoder model, whose examples each have both tasks."""
         return ()

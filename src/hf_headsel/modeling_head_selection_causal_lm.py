@@ -71,7 +71,7 @@ class HeadSelectionCausalLMMixin(HeadSelectionModelMixin):
                              "EncoderDecoderModel hands its decoder_task_ids on under), not both")
         return task_ids
 
-    def _unread_sides(self) -> tuple[str, ...]:
+    def unread_sides(self) -> tuple[str, ...]:
         """The encoder side, unless a cross-attention or the adapters are keyed by the source task."""
         config = self.config
         read = {side for component in config.head_selection_components for side in config.component_sides(component)}

@@ -1,9 +1,10 @@
 # Copyright 2026 The hf-headsel authors. Licensed under the Apache License, Version 2.0.
 """Export the tasks of a head-selection model as stock Transformers models, one folder per task (or direction).
 
-Each folder holds a stock `MarianMTModel` / `Speech2TextForConditionalGeneration` with the task's selected heads
-(see `hf_headsel.conversion.export_task_model`; no remote code needed), the tokenizer / processor, and a model card
-with that task's scores when the source folder has them (`all_results.json`, `eval_results.json`, ...).
+Each folder holds a stock `MarianMTModel` / `Speech2TextForConditionalGeneration` (a `MarianForCausalLM` from the
+decoder alone) with the task's selected heads (see `hf_headsel.conversion.export_task_model`; no remote code needed),
+the tokenizer / processor, and a model card with that task's scores when the source folder has them
+(`all_results.json`, `eval_results.json`, ...).
 
 Which folders, by default: one per task of the side that keys the selection, when only one side does (or only one
 side has several tasks); else, when both sides list the same domains, or the same languages of a speech model (speech
@@ -97,17 +98,12 @@ def task_scores(metrics: dict, label: str, names: dict) -> dict:
 
 
 def load_model(model_dir: str):
-    """The head-selection model of a folder, with the Auto class of its family."""
+    """The head-selection model of a folder, with its Auto class (the decoder alone: `AutoModelForCausalLM`)."""
     config = AutoConfig.from_pretrained(model_dir)
     if config.model_type not in HEADSEL_MODEL_TYPES:
         raise ValueError(f"{model_dir} holds a {config.model_type!r} model, not a head-selection one "
                          f"({', '.join(HEADSEL_MODEL_TYPES)}): there are no tasks to export")
-    family = family_of(config.model_type)
-    if family.holds_causal_lm(config):
-        raise ValueError(f"{model_dir} holds a {family.causal_lm_class.__name__} (the decoder alone): this tool gives "
-                         "the folders it exports translation and speech cards; export its tasks with "
-                         "model.export_task_model(task).save_pretrained(folder)")
-    return family.auto_class.from_pretrained(model_dir).eval()
+    return family_of(config.model_type).auto_class_of(config).from_pretrained(model_dir).eval()
 
 
 def load_preprocessor(model_dir: str):
@@ -131,6 +127,8 @@ def export_all(model_dir: str, output_dir: str, tasks=None, directions=None, sou
     card_keywords = dict(task_type=model.config.task_type, target_lang_token=reads_target_lang_token(preprocessor))
     folders = []
     for label, names in export_targets(model.config, tasks, directions):
+        # the decoder alone names no source task no layer of it reads (its config still lists the source tasks)
+        names = {side: name for side, name in names.items() if side not in model.unread_sides()}
         folder = Path(output_dir) / label
         stock = export_task_model(model, encoder_task=names.get("encoder"), decoder_task=names.get("decoder"))
         stock.save_pretrained(folder)

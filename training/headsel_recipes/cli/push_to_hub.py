@@ -26,7 +26,6 @@ from hf_headsel.hub import (
     read_config,
     write_model_card,
 )
-from hf_headsel.model_card import CAUSAL_LM_CARD
 
 from ..results_keys import read_metrics
 from . import console_script
@@ -36,10 +35,12 @@ LICENSE = "apache-2.0"
 
 
 def write_card(folder: Path, args: argparse.Namespace) -> Path:
-    """Load the model of `folder` and write its card."""
+    """Load the model of `folder` (with its Auto class: a translation, speech or decoder-only model) and write its
+    card."""
     from transformers import AutoConfig
 
-    model = family_of(AutoConfig.from_pretrained(folder).model_type).auto_class.from_pretrained(folder)
+    config = AutoConfig.from_pretrained(folder)
+    model = family_of(config.model_type).auto_class_of(config).from_pretrained(folder)
     return write_model_card(
         folder, model, read_metrics(folder), repo_id=args.repo_id, dataset_name=args.dataset_name,
         dataset_id=args.dataset_id, base_model=args.base_model, license=args.license, heatmap_path=args.heatmap,
@@ -52,8 +53,7 @@ CARD_FLAGS = ("dataset_name", "dataset_id", "base_model", "heatmap")
 def check_card_flags(args: argparse.Namespace, config: dict) -> None:
     """A `ValueError` before any upload where the card would not be what the flags say: card flags given while the
     folder's `README.md` (the one training wrote) is kept, or a card to write for a model that is not a
-    head-selection one (an exported model's card is written by `headsel-export-tasks`) or is a decoder-only causal LM
-    (the cards show translation and speech usage)."""
+    head-selection one (an exported model's card is written by `headsel-export-tasks`)."""
     has_card = (args.folder / "README.md").is_file()
     given = [f"--{name}" for name in CARD_FLAGS if getattr(args, name) is not None]
     if args.license != LICENSE:
@@ -67,9 +67,6 @@ def check_card_flags(args: argparse.Namespace, config: dict) -> None:
         raise ValueError(f"{args.folder} holds a {config.get('model_type')!r} model: this tool writes the cards of "
                          "head-selection models (an exported model's card is written by headsel-export-tasks); "
                          "give the folder a README.md, or upload it as it is without --write_card")
-    family = family_of(config["model_type"])
-    if family.holds_causal_lm(config):
-        raise ValueError(f"{args.folder}: {CAUSAL_LM_CARD.format(model=family.causal_lm_class.__name__)}")
 
 
 def parse_args(argv=None) -> argparse.Namespace:
