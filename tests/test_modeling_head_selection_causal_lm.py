@@ -4,7 +4,8 @@ the decoder of the translation model alone, loaded by `AutoModelForCausalLM` lik
 It computes what the translation model's decoder computes for the same weights and tasks; each example equals the
 stock causal LM exported for its task, and a stock causal LM upcycled equals it for every task, output by output
 (attentions, hidden states, cache, `logits_to_keep`, the tuple; dynamically quantized too); a mixed batch equals its
-examples one by one (forward and generation); training adds the KL and reaches the selectors; gradient
+examples one by one (forward and generation); training adds the KL and reaches the selectors, and the stock
+`Trainer` steps it from a `datasets` corpus with a task-ids column as a step by hand does; gradient
 checkpointing, compiled forward and generation, assisted and prompt-lookup decoding, `torch.export`, SDPA
 attention, LoRA through PEFT, pickling, save / load, remote code, the `EncoderDecoderModel` wrapper work as on the
 translation model.
@@ -308,6 +309,45 @@ def test_training_adds_the_weighted_kl_and_trains_the_decoder_selectors():
     as_tuple = model.train()(**inputs, labels=inputs["input_ids"], decoder_task_ids=DECODER_IDS, return_dict=False)
     torch.testing.assert_close(as_tuple[0], weighted.loss)
     torch.testing.assert_close(as_tuple[-1], weighted.head_selection_kl)
+
+
+def test_the_stock_trainer_steps_it_from_a_datasets_corpus_as_a_step_by_hand(tmp_path):
+    # a `datasets` corpus with the decoder task of each text as a column, the stock LM collator and `Trainer`: the
+    # Trainer keeps the column (the forward names it; without it the forward would ask for the ids) and its first SGD
+    # step, KL included, leaves the weights that one step by hand on the collated batch leaves (SGD: Adam's first
+    # step would turn the rounding noise of gradients that are zero in exact arithmetic, the key biases', into whole
+    # steps). Without the sampling noise (an ablation the config allows), so that both steps select the same heads.
+    from datasets import Dataset
+    from transformers import DataCollatorForLanguageModeling, Trainer, TrainingArguments
+
+    from test_pipelines import SOURCES, TEXTS, marian_tokenizer
+
+    tokenizer = marian_tokenizer(tmp_path / "tokenizer")
+    model = causal_lm(vocab_size=len(tokenizer), pad_token_id=tokenizer.pad_token_id, head_selection_kl_weight=0.5,
+                      head_selection_noise_scale=0.0)
+    by_hand, initial = copy.deepcopy(model), copy.deepcopy(model.state_dict())
+    texts = [*SOURCES, *TEXTS[1:3]]
+    corpus = Dataset.from_dict({"text": texts, "decoder_task_ids": [0, 1, 2, 1]})
+    corpus = corpus.map(lambda row: tokenizer(row["text"]), remove_columns=["text"])
+    collator = DataCollatorForLanguageModeling(tokenizer, mlm=False)
+    args = TrainingArguments(output_dir=str(tmp_path / "out"), per_device_train_batch_size=len(texts), max_steps=1,
+                             learning_rate=0.1, max_grad_norm=0.0, optim="sgd", report_to=[],
+                             use_cpu=True, disable_tqdm=True, save_strategy="no")
+    Trainer(model=model, args=args, train_dataset=corpus, data_collator=collator).train()
+
+    batch = collator([corpus[i] for i in range(len(texts))])
+    assert batch["decoder_task_ids"].tolist() == [0, 1, 2, 1]
+    optimizer = torch.optim.SGD(by_hand.parameters(), lr=0.1)
+    output = by_hand.train()(**batch)
+    assert output.head_selection_kl > 0
+    output.loss.backward()
+    optimizer.step()
+    trained = dict(model.named_parameters())
+    for name, parameter in by_hand.named_parameters():
+        torch.testing.assert_close(trained[name], parameter, msg=name)
+    for component in DECODER_COMPONENTS:  # the step moved the selectors (the KL and the loss reach them)
+        name = f"head_selection.{component}.logits"
+        assert not torch.equal(trained[name], initial[name]), name
 
 
 def test_gradient_checkpointing_gives_the_same_loss_and_gradients():
