@@ -82,7 +82,8 @@ class Family:
 
     def holds_causal_lm(self, config: dict | PretrainedConfig) -> bool:
         """Whether a saved config (`config.json` as a dict, or loaded) is of this family's decoder-only causal LM:
-        its `architectures` name the class (the decoder alone has no custom pipeline and no card of this package)."""
+        its `architectures` name the class (the decoder alone has no custom pipeline: the stock `text-generation`
+        one serves it)."""
         architectures = config.get("architectures") if isinstance(config, dict) else config.architectures
         return self.causal_lm_class is not None and self.causal_lm_class.__name__ in (architectures or ())
 
