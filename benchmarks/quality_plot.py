@@ -11,7 +11,8 @@ Every seed is a dot, the mean over seeds a bar with the sample standard deviatio
 of the reference. Systems are run folders (`runs/<system>/seed*/`); a system without finished runs in a panel is
 left out of that panel. A run is finished as `quality_tables.is_finished` says, so the seeds paired here are the
 ones `quality_tables.py --paired_with` pairs, and the differences, printed as a Markdown table too, are its loss
-column. Panel titles and system labels must be distinct.
+column. Panel titles and system labels must be distinct. When the runs paired trained in more than one environment
+(their `environment.jsonl`), a note after the table names which ran where, as the experiment reports do.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from headsel_recipes.experiment.environments import environments_note
 from headsel_recipes.results_keys import loss_key, read_results
 from quality_tables import is_finished, mean_and_spread
 
@@ -43,6 +45,19 @@ def collect(panels: list[tuple[str, Path]], systems: list[tuple[str, str]], refe
     return {title: {label: differences for folder, label in systems
                     if (differences := paired_differences(experiment, folder, reference))}
             for title, experiment in panels}
+
+
+def paired_runs(panels: list[tuple[str, Path]], folders: list[str], reference: str) -> list[tuple[str, Path]]:
+    """`(name, run folder)` of every finished run paired in some panel, the reference's included: what the
+    differences were computed from."""
+    named = []
+    for title, experiment in panels:
+        paired = {seed for folder in folders for seed in paired_differences(experiment, folder, reference)}
+        for folder in [*folders, reference]:
+            seeds = paired & set(seed_losses(experiment, folder))
+            named += [(f"{' '.join(title.split())}: {folder} ({seed})", experiment / "runs" / folder / seed)
+                      for seed in sorted(seeds)]
+    return list(dict.fromkeys(named))
 
 
 def drawn_labels(differences: dict[str, dict[str, dict[str, float]]], labels: list[str]) -> list[str]:
@@ -124,12 +139,14 @@ def main(args: list[str] | None = None) -> dict[str, dict[str, dict[str, float]]
     for option, names in (("--panel titles", [title for title, _ in options.panel]), ("--system labels", labels)):
         if repeated(names):
             parser.error(f"{option} must be distinct; repeated: {repeated(names)}")
-    differences = collect([(title, Path(folder)) for title, folder in options.panel],
-                          [(folder, label) for folder, label in options.system], options.reference)
+    panels, folders = [(title, Path(folder)) for title, folder in options.panel], [f for f, _ in options.system]
+    differences = collect(panels, [(folder, label) for folder, label in options.system], options.reference)
     if not drawn_labels(differences, labels):
         parser.error(f"no system has a seed paired with the reference {options.reference!r} in any panel (a "
                      "system's seeds are its runs/<system>/seed*/ that finished, as quality_tables.is_finished says)")
-    print(table(differences, labels, options.reference))
+    # pairs across environments differ by their rounding too: named, as the experiment reports name them
+    note = environments_note(paired_runs(panels, folders, options.reference))
+    print("\n".join([table(differences, labels, options.reference), *note]))
     if options.output is not None:
         plot(differences, labels, options.reference, options.output)
         print(f"\nwrote {options.output}")

@@ -597,6 +597,31 @@ def test_quality_plot_pairs_losses_by_seed_and_draws_the_panels(tmp_path, capsys
                            "stock"])
 
 
+def test_quality_plot_names_the_environments_of_the_runs_it_pairs(tmp_path, capsys):
+    """As the quality tables do: nothing when the paired runs recorded one environment, the runs of each environment
+    named after the table when they differ; a run paired with nothing (no reference seed) is not among them."""
+    import quality_plot
+
+    rows = [("en-de", "Das ist gut.", "Das ist gut.")]
+    runs = tmp_path / "mt" / "runs"
+    record = {"do_train": True, "hf_headsel_commit": "abc", "packages": {"torch": "2.13.0"}, "cpu_capability": "AVX2"}
+    for system, seed, commit in (("group", 1, "abc"), ("group", 2, "abc"), ("shared", 1, "abc"), ("shared", 2, "abc"),
+                                 ("group", 3, "zzz")):  # group's seed3: no reference run to pair with
+        write_run(runs / system / f"seed{seed}", {"predict_loss": 2.0}, rows)
+        (runs / system / f"seed{seed}" / "environment.jsonl").write_text(
+            json.dumps({**record, "hf_headsel_commit": commit}) + "\n")
+    argv = ["--panel", "MT, 1,000\nupdates", str(tmp_path / "mt"), "--system", "group", "Group"]
+    quality_plot.main(argv)
+    assert "environments" not in capsys.readouterr().out
+    (runs / "shared" / "seed2" / "environment.jsonl").write_text(json.dumps({**record, "hf_headsel_commit": "def"}))
+    quality_plot.main(argv)
+    printed = capsys.readouterr().out
+    assert "**Runs trained in 2 environments**" in printed
+    assert ("- hf_headsel_commit abc: MT, 1,000 updates: group (seed1), MT, 1,000 updates: group (seed2), "
+            "MT, 1,000 updates: shared (seed1)") in printed
+    assert "- hf_headsel_commit def: MT, 1,000 updates: shared (seed2)" in printed and "zzz" not in printed
+
+
 def test_quality_plot_table_keeps_a_system_drawn_in_any_panel():
     """A system paired in one panel only keeps its row, with "–" in the panel that lacks it."""
     import quality_plot
