@@ -91,6 +91,25 @@ def test_batch_kl_is_reported_at_weight_zero_and_needs_labels(family):
     assert no_labels.loss is None
 
 
+def test_a_training_forward_without_labels_says_that_a_weighted_kl_is_left_out(family, monkeypatch):
+    # the KL is computed from the labels: a loss computed outside the model (the stock Trainer's label smoother pops
+    # them) had no word of the weighted KL it leaves out; said (once: `warning_once`) where it applies only
+    from hf_headsel import modeling_head_selection
+
+    said = []
+    monkeypatch.setattr(modeling_head_selection.logger, "warning_once", said.append)
+    ids = dict(encoder_task_ids=ENCODER_IDS, decoder_task_ids=DECODER_IDS)
+    inputs = dict(**family.inputs(), decoder_input_ids=family.decoder_input_ids(), **ids)
+    weighted = family.model(head_selection_kl_weight=0.5)
+    weighted.train()(**inputs)
+    assert len(said) == 1 and said[0].startswith("head_selection_kl_weight is 0.5 but this training forward got no "
+                                                 "labels") and "label_smoothing_factor 0" in said[0]
+    weighted(**family.inputs(), labels=family.labels(), **ids)  # with labels: added to the loss
+    weighted.eval()(**inputs)  # evaluation: no loss to complete
+    family.model().train()(**inputs)  # weight 0: nothing left out
+    assert len(said) == 1
+
+
 @pytest.mark.parametrize(
     "overrides",
     [

@@ -285,6 +285,18 @@ def test_as_the_decoder_of_an_encoder_decoder_model(cross_attention_task_key):
         decoder(MARIAN.decoder_input_ids(), decoder_task_ids=DECODER_IDS, task_ids=DECODER_IDS)
 
 
+def test_encoder_decoder_model_training_says_that_a_weighted_kl_is_left_out_of_its_loss(monkeypatch):
+    # the wrapper computes its loss from the logits and gives the decoder no labels: a weighted KL is not in it
+    from hf_headsel import modeling_head_selection
+
+    said = []
+    monkeypatch.setattr(modeling_head_selection.logger, "warning_once", said.append)
+    model = encoder_decoder(causal_lm(head_selection_kl_weight=0.5)).train()
+    output = model(**MARIAN.inputs(), decoder_input_ids=MARIAN.decoder_input_ids(), labels=MARIAN.labels(),
+                   decoder_task_ids=DECODER_IDS)
+    assert output.loss is not None and len(said) == 1 and "EncoderDecoderModel's loss" in said[0]
+
+
 def train_step(model, inputs: dict, checkpointing: bool = False):
     if checkpointing:
         model.gradient_checkpointing_enable()

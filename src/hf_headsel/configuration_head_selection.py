@@ -97,7 +97,7 @@ class HeadSelectionConfigMixin:
         "the paper's sample). 0.0 trains on the deterministic choice (argmax phi, as in evaluation), the "
         "straight-through gate still carrying the gradient to phi.", "runtime", minimum=0)
     head_selection_kl_weight: float | int = _keyword(
-        0.0, "Weight of the KL(q || prior) term added to the loss (default 0.0; the KL is reported anyway).",
+        0.0, "Weight of the KL(q || prior) term added to the loss given labels (default 0.0; reported anyway).",
         "runtime", minimum=0)
     default_encoder_task: str | None = _keyword(
         None, "Encoder task used when no encoder_task_ids are given.", "default")
@@ -326,6 +326,15 @@ _KEYWORD_TYPES = typing.get_type_hints(HeadSelectionConfigMixin)
 # Every config keyword the head-selection mixin adds on top of the stock config, in definition order.
 HEAD_SELECTION_CONFIG_KEYS = tuple(keyword.name for keyword in fields(HeadSelectionConfigMixin))
 
+#: Said once by a training forward without labels while `head_selection_kl_weight` is set (`{weight}`): the model
+#: computes the KL from the labels (their tokens weigh the tasks), so a loss computed outside it leaves the KL out.
+KL_WITHOUT_LABELS = (
+    "head_selection_kl_weight is {weight} but this training forward got no labels, from which the head-selection KL "
+    "is computed and added to the loss: a loss computed outside the model (a Trainer's label smoother or "
+    "compute_loss_func, EncoderDecoderModel's loss) leaves the KL out. Pass the labels to the model (with a Trainer: "
+    "label_smoothing_factor 0, or headsel_recipes' HeadSelSeq2SeqTrainer, which smooths and adds the KL)"
+)
+
 
 #: The config keywords a trained checkpoint keeps: its task lists and structure ([`head_selection_keywords`] roles),
 #: but for the adapter keywords ([`ADAPTER_KEYWORDS`]): a checkpoint without adapters may gain fresh ones on loading
@@ -399,6 +408,7 @@ __all__ = [
     "ADAPTER_KEYWORDS",
     "COMPONENTS",
     "HEAD_SELECTION_CONFIG_KEYS",
+    "KL_WITHOUT_LABELS",
     "KEYWORD_ROLES",
     "KeywordSpec",
     "head_selection_keywords",

@@ -36,6 +36,7 @@ from transformers.utils import logging
 from .adapters import TaskAdapters
 from .configuration_head_selection import (
     ADAPTER_KEYWORDS,
+    KL_WITHOUT_LABELS,
     SIDES,
     TRAINED_STRUCTURE_KEYWORDS,
     HeadSelectionConfigMixin,
@@ -564,7 +565,7 @@ class HeadSelectionModelMixin(HeadSelectionBaseModelMixin):
 
     def add_head_selection_kl(self, outputs, labels, routing: Routing):
         """Wrap stock outputs in [`head_selection_output_class`]; with `labels`, add `head_selection_kl_weight * KL`
-        to the loss."""
+        to the loss; without them, a training forward says once that a weighted KL is left out of any loss."""
         # `return_dict=True` was asked of the stock forward; a `return_dict=False` tuple is made by `can_return_tuple`
         # on the head-selection forward, from this output (`head_selection_kl` last).
         outputs = self.head_selection_output_class(**outputs)
@@ -573,6 +574,8 @@ class HeadSelectionModelMixin(HeadSelectionBaseModelMixin):
             outputs.head_selection_kl = kl
             if self.config.head_selection_kl_weight:
                 outputs.loss = outputs.loss + self.config.head_selection_kl_weight * kl
+        elif self.training and self.config.head_selection_kl_weight and not is_compiling():
+            logger.warning_once(KL_WITHOUT_LABELS.format(weight=self.config.head_selection_kl_weight))
         return outputs
 
 
