@@ -47,14 +47,16 @@ def collect(panels: list[tuple[str, Path]], systems: list[tuple[str, str]], refe
             for title, experiment in panels}
 
 
-def paired_runs(panels: list[tuple[str, Path]], folders: list[str], reference: str) -> list[tuple[str, Path]]:
-    """`(name, run folder)` of every finished run paired in some panel, the reference's included: what the
-    differences were computed from."""
+def paired_runs(differences: dict[str, dict[str, dict[str, float]]], panels: list[tuple[str, Path]],
+                systems: list[tuple[str, str]], reference: str) -> list[tuple[str, Path]]:
+    """`(name, run folder)` of every run [`collect`]'s `differences` were computed from, the reference's included."""
+    folder_of = {label: folder for folder, label in systems}
     named = []
     for title, experiment in panels:
-        paired = {seed for folder in folders for seed in paired_differences(experiment, folder, reference)}
-        for folder in [*folders, reference]:
-            seeds = paired & set(seed_losses(experiment, folder))
+        by_system = differences[title]
+        reference_seeds = {seed for seeds in by_system.values() for seed in seeds}
+        for folder, seeds in [*((folder_of[label], seeds) for label, seeds in by_system.items()),
+                              (reference, reference_seeds)]:
             named += [(f"{' '.join(title.split())}: {folder} ({seed})", experiment / "runs" / folder / seed)
                       for seed in sorted(seeds)]
     return list(dict.fromkeys(named))
@@ -139,13 +141,14 @@ def main(args: list[str] | None = None) -> dict[str, dict[str, dict[str, float]]
     for option, names in (("--panel titles", [title for title, _ in options.panel]), ("--system labels", labels)):
         if repeated(names):
             parser.error(f"{option} must be distinct; repeated: {repeated(names)}")
-    panels, folders = [(title, Path(folder)) for title, folder in options.panel], [f for f, _ in options.system]
-    differences = collect(panels, [(folder, label) for folder, label in options.system], options.reference)
+    panels = [(title, Path(folder)) for title, folder in options.panel]
+    systems = [(folder, label) for folder, label in options.system]
+    differences = collect(panels, systems, options.reference)
     if not drawn_labels(differences, labels):
         parser.error(f"no system has a seed paired with the reference {options.reference!r} in any panel (a "
                      "system's seeds are its runs/<system>/seed*/ that finished, as quality_tables.is_finished says)")
     # pairs across environments differ by their rounding too: named, as the experiment reports name them
-    note = environments_note(paired_runs(panels, folders, options.reference))
+    note = environments_note(paired_runs(differences, panels, systems, options.reference))
     print("\n".join([table(differences, labels, options.reference), *note]))
     if options.output is not None:
         plot(differences, labels, options.reference, options.output)

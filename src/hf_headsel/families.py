@@ -87,6 +87,11 @@ class Family:
         architectures = config.get("architectures") if isinstance(config, dict) else config.architectures
         return self.causal_lm_class is not None and self.causal_lm_class.__name__ in (architectures or ())
 
+    def is_causal_lm(self, model: PreTrainedModel) -> bool:
+        """Whether `model` is this family's decoder alone: its head-selection causal LM, or a stock one exported from
+        it (a model in memory: its config names no architecture before it is saved, which [`holds_causal_lm`] reads)."""
+        return self.causal_lm_class is not None and isinstance(model, stock_model_class(self.causal_lm_class))
+
     def auto_class_of(self, config: dict | PretrainedConfig) -> type:
         """The Auto class that loads a saved model of this family: `AutoModelForCausalLM` for its causal LM, else
         [`auto_class`] (a generation checkpoint, or a base model's, which it loads as the stock families do)."""

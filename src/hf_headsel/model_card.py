@@ -317,19 +317,9 @@ def example_directions(config, family: Family, records: list[MetricRecord], side
                           default=None)
 
 
-def is_causal_lm(model, family: Family) -> bool:
-    """Whether `model` is the family's decoder alone: its head-selection causal LM, or a stock one exported from it."""
-    return family.causal_lm_class is not None and isinstance(model, stock_model_class(family.causal_lm_class))
-
-
 def layer_sides(causal_lm: bool) -> tuple[str, ...]:
     """The sides a model has layers on: the decoder alone has no encoder."""
     return ("decoder",) if causal_lm else SIDES
-
-
-def card_pipeline_tag(model, family: Family) -> str:
-    """The card's pipeline: the stock `text-generation` one for the decoder alone, else the family's."""
-    return TEXT_GENERATION if is_causal_lm(model, family) else family.pipeline_tag
 
 
 def task_sides(model) -> tuple[str, ...]:
@@ -341,24 +331,24 @@ def task_sides(model) -> tuple[str, ...]:
 
 def _card_variables(model, family: Family, exported_tasks: dict | None, records: list[MetricRecord],
                     target_lang_token: bool = False, task_type: str | None = None) -> dict:
-    """The template variables that describe the model itself."""
-    causal_lm = is_causal_lm(model, family)
+    """The template variables that describe the model itself (its pipeline tag the card's metadata takes too)."""
+    causal_lm, sides = family.is_causal_lm(model), task_sides(model)
     variables = {
         "causal_lm": causal_lm,
         "stock_class": stock_model_class(family.causal_lm_class if causal_lm else family.model_class).__name__,
         "doc_page": family.stock_model_type,
         "auto_class": (AutoModelForCausalLM if causal_lm else family.auto_class).__name__,
         "preprocessor_class": family.preprocessor_class, "preprocessor_name": family.preprocessor_name,
-        "pipeline_tag": card_pipeline_tag(model, family),
-        "config_rows": config_rows(model.config, layer_sides(causal_lm), task_sides(model)),
+        # the decoder alone has no custom pipeline: the stock `text-generation` one serves it
+        "pipeline_tag": TEXT_GENERATION if causal_lm else family.pipeline_tag,
+        "config_rows": config_rows(model.config, layer_sides(causal_lm), sides),
     }
     # the decoder alone continues its prompt: no target-language token before it
     target_lang_token = target_lang_token and not causal_lm
     if exported_tasks is not None:
         return {**variables, **_exported_variables(model.config, family, exported_tasks, target_lang_token,
                                                    task_type, causal_lm)}
-    return {**variables, **_task_variables(model.config, family, records, target_lang_token, task_sides(model),
-                                           causal_lm),
+    return {**variables, **_task_variables(model.config, family, records, target_lang_token, sides, causal_lm),
             "sharing": head_sharing(model)}
 
 
@@ -471,7 +461,8 @@ def render_model_card(
         label = "-".join(dict.fromkeys(exported_tasks.values()))
         records = [replace(r, task=label) if r.task is None else r for r in records]
     dataset_name = dataset_name or dataset_id or "custom"
-    pipeline_tag = card_pipeline_tag(model, family)
+    variables = _card_variables(model, family, exported_tasks, records, target_lang_token, task_type)
+    pipeline_tag = variables["pipeline_tag"]
     tags = ["hf-headsel", "head-selection", family.stock_model_type, pipeline_tag, *(tags or [])]
     if headsel:
         tags += ["multilingual" if model.config.task_type == "lang" else "multi-domain", "custom_code"]
@@ -488,7 +479,6 @@ def render_model_card(
         eval_results=eval_results(records, dataset_name, dataset_id or "custom") or None,
     )
     metric_names, rows = results_table(records)
-    variables = _card_variables(model, family, exported_tasks, records, target_lang_token, task_type)
     return ModelCard.from_template(
         card_data,
         template_path=str(template or template_path()),

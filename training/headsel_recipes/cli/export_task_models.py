@@ -126,9 +126,9 @@ def export_all(model_dir: str, output_dir: str, tasks=None, directions=None, sou
     metrics = read_metrics(model_dir)
     card_keywords = dict(task_type=model.config.task_type, target_lang_token=reads_target_lang_token(preprocessor))
     folders = []
+    unread = model.unread_sides()  # the decoder alone's source, unless a layer reads it (its config lists its tasks)
     for label, names in export_targets(model.config, tasks, directions):
-        # the decoder alone names no source task no layer of it reads (its config still lists the source tasks)
-        names = {side: name for side, name in names.items() if side not in model.unread_sides()}
+        names = {side: name for side, name in names.items() if side not in unread}
         folder = Path(output_dir) / label
         stock = export_task_model(model, encoder_task=names.get("encoder"), decoder_task=names.get("decoder"))
         stock.save_pretrained(folder)

@@ -72,7 +72,7 @@ def environments_section(experiment: Experiment) -> list[str]:
 def environments_note(named_runs: list[tuple[str, Path]]) -> list[str]:
     """A report's note when the runs (`(name, run folder)`) trained in more than one environment, or some say where
     and some do not (logged too), as markdown lines; none when they agree or none says. Read by the experiment
-    runner's report and by `benchmarks/quality_tables.py`."""
+    runner's report, `benchmarks/quality_tables.py` and `benchmarks/quality_plot.py`."""
     runs: dict[str, list[str]] = defaultdict(list)
     environments: dict[str, list[dict]] = {}
     for name, folder in named_runs:
