@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 import torch
 import yaml
-from recipe_testkit import TINY_TEXT, text_rows, write_jsonl
+from recipe_testkit import TINY_SPEECH, TINY_TEXT, speech_rows, text_rows, write_jsonl
 from safetensors.torch import save_file
-from transformers import MarianConfig, Speech2TextTokenizer
+from transformers import AutoModelForSpeechSeq2Seq, MarianConfig, Speech2TextTokenizer
 
 import benchmark_tokenizers  # benchmarks/ is on the test path (`pythonpath` in setup.cfg)
 import copy_source_chrf
@@ -25,6 +25,9 @@ import cost_plot
 import corpus_overlap
 import overhead
 from headsel_recipes.experiment.spec import load_experiment
+from headsel_recipes.recipe import run as recipe_run
+from headsel_recipes.results_keys import RUN_CONFIG_FILE
+from headsel_recipes.tasks import ASR
 from headsel_recipes.tokenizer import task_tag_ids
 from offline_corpus import LANGUAGES
 from hf_headsel import COMPONENTS, HeadSelMarianConfig
@@ -657,40 +660,92 @@ def route_swap(monkeypatch):
     return import_depth_script(monkeypatch, "route_swap")
 
 
-def route_swap_batches(model) -> dict[str, dict[str, torch.Tensor]]:
+def route_swap_batches(model) -> list[dict[str, torch.Tensor]]:
     """A batch per decoder task, labelled, its examples routed to their own task."""
-    return {task: dict(MARIAN.inputs(seed=index), labels=MARIAN.labels(seed=10 + index),
-                       decoder_task_ids=torch.full((4,), index))
-            for index, task in enumerate(model.config.decoder_tasks)}
+    return [dict(MARIAN.inputs(seed=index), labels=MARIAN.labels(seed=10 + index),
+                 encoder_task_ids=torch.zeros(4, dtype=torch.long), decoder_task_ids=torch.full((4,), index))
+            for index in range(len(model.config.decoder_tasks))]
 
 
 def test_route_swap_routes_each_task_to_the_next_and_its_own_route_is_the_models_loss(route_swap):
     model = MARIAN.model(encoder_tasks=["en"], head_selection_kl_weight=0.0)
     randomize_selector_logits(model)  # the three decoder tasks select different heads
     batches = route_swap_batches(model)
-    losses = route_swap.routed_losses(model, batches, "decoder")
-    tokens = {task: int((inputs["labels"] != -100).sum()) for task, inputs in batches.items()}
+    losses = route_swap.routed_losses(model, batches, ("decoder",))
+    tokens = [int((inputs["labels"] != -100).sum()) for inputs in batches]
     with torch.no_grad():
-        own = sum(model(**inputs).loss.item() * tokens[task] for task, inputs in batches.items()) / sum(tokens.values())
+        own = sum(model(**inputs).loss.item() * count for inputs, count in zip(batches, tokens)) / sum(tokens)
     assert list(losses) == [0, 1, 2] and losses[0] == pytest.approx(own, rel=1e-6)
     assert abs(losses[1] - losses[0]) > 1e-3 and abs(losses[2] - losses[0]) > 1e-3
+    by_hand = [route_swap.summed_cross_entropy(model, dict(inputs, decoder_task_ids=(inputs["decoder_task_ids"] + 1)
+                                                           % 3)) for inputs in batches]  # shift 1: each to the next
+    assert losses[1] == pytest.approx(sum(total for total, _ in by_hand) / sum(count for _, count in by_hand),
+                                      rel=1e-6)
     with torch.no_grad():  # every task selecting the first task's heads: misrouting changes nothing
         logits = model.head_selection["decoder_self"].logits
         logits.copy_(logits[:1].expand_as(logits))
     model.clear_head_selection_cache()
-    losses = route_swap.routed_losses(model, batches, "decoder")
+    losses = route_swap.routed_losses(model, batches, ("decoder",))
     assert losses[1] == pytest.approx(losses[0], rel=1e-6) and losses[2] == pytest.approx(losses[0], rel=1e-6)
 
 
-def test_route_swap_finds_the_routed_side_and_refuses_what_it_cannot_shift(route_swap):
-    assert route_swap.routed_side(MARIAN.config(encoder_tasks=["en"])) == "decoder"
-    assert route_swap.routed_side(MARIAN.config(decoder_tasks=["en"])) == "encoder"
-    assert route_swap.routed_side(MarianConfig()) is None  # the shared model: nothing routed
-    with pytest.raises(ValueError, match="both sides have several tasks"):
-        route_swap.routed_side(MARIAN.config())
+def test_route_swap_shifts_each_side_alone_and_both_where_they_hold_the_same_tasks(route_swap):
+    assert route_swap.shifted_sides(MARIAN.config(encoder_tasks=["en"])) == [("decoder",)]
+    assert route_swap.shifted_sides(MARIAN.config(decoder_tasks=["en"])) == [("encoder",)]
+    assert route_swap.shifted_sides(MarianConfig()) == []  # the shared model: nothing routed
+    assert route_swap.shifted_sides(MARIAN.config()) == [("encoder",), ("decoder",)]  # different tasks
+    same = MARIAN.config(encoder_tasks=["es", "fr", "it"], decoder_tasks=["es", "fr", "it"])
+    assert route_swap.shifted_sides(same) == [("encoder",), ("decoder",), ("encoder", "decoder")]
+
+
+def test_route_swap_refuses_what_it_cannot_shift(route_swap):
     model = MARIAN.model(encoder_tasks=["en"])
-    with pytest.raises(ValueError, match="are not the decoder tasks"):
-        route_swap.routed_losses(model, dict(list(route_swap_batches(model).items())[:2]), "decoder")
+    with pytest.raises(ValueError, match=r"no example of the decoder task\(s\) \['[^']+'\]"):
+        route_swap.routed_losses(model, route_swap_batches(model)[:2], ("decoder",))
+    with pytest.raises(ValueError, match="hold different tasks"):
+        route_swap.routed_losses(MARIAN.model(), route_swap_batches(model), ("encoder", "decoder"))
+    with pytest.raises(ValueError, match="MT routed on both sides"):
+        route_swap.text_batches(Path("run"), None, MARIAN.model(), [("encoder",), ("decoder",)])
+
+
+def train_speech_run(run: Path, corpus: Path) -> None:
+    """A tiny ASR run as the experiment runner trains one (its flags in `run_config.json`, read by the recipe): es and
+    fr on both sides, group head selection in the decoder's attentions only (the encoder's task is read nowhere)."""
+    write_jsonl(corpus / "train.jsonl", speech_rows(corpus, "train", 8, seed=1))
+    write_jsonl(corpus / "test.jsonl", speech_rows(corpus, "test", 6, seed=2))
+    flags = dict(output_dir=str(run), cache_dir=str(corpus / "cache"), config_overrides=TINY_SPEECH, vocab_size=60,
+                 max_steps=2, per_device_train_batch_size=4, learning_rate=0.01, save_strategy="no", use_cpu=True,
+                 disable_tqdm=True, report_to="none", seed=0, do_train=True, task_tag=True,
+                 train_file=[str(corpus / "train.jsonl")], test_file=[str(corpus / "test.jsonl")],
+                 head_selection_strategy="group", head_selection_components=["decoder_self", "decoder_cross"],
+                 total_decoder_attention_heads=4)
+    run.mkdir(parents=True)
+    (run / RUN_CONFIG_FILE).write_text(json.dumps(flags))
+    recipe_run(ASR, [str(run / RUN_CONFIG_FILE)])
+
+
+def test_route_swap_scores_a_speech_run_on_its_prepared_test_split_each_side_and_both(route_swap, tmp_path, capsys):
+    """A speech run's test split comes as its recipe prepares it (every example, both sides' task ids, three es and
+    three fr), batched by length; the encoder's task, read nowhere, costs nothing misrouted (the control); the decoder's does, and both
+    together cost what the decoder alone does."""
+    run = tmp_path / "asr" / "runs" / "group" / "seed1"
+    train_speech_run(run, tmp_path / "corpus")
+    model = AutoModelForSpeechSeq2Seq.from_pretrained(run)
+    randomize_selector_logits(model)  # two steps leave es and fr selecting alike
+    model.save_pretrained(run)
+    [inputs] = route_swap.speech_batches(run, model)  # 6 examples: one batch, shortest first
+    assert inputs["encoder_task_ids"].tolist() == inputs["decoder_task_ids"].tolist()
+    assert sorted(inputs["decoder_task_ids"].tolist()) == [0, 0, 0, 1, 1, 1]
+    lengths = inputs["attention_mask"].sum(dim=1).tolist()
+    assert lengths == sorted(lengths) and len(set(lengths)) > 1
+    costs = route_swap.main([str(tmp_path / "asr")])
+    assert set(costs) == {("group", side) for side in ("encoder", "decoder", "encoder and decoder")}
+    assert costs[("group", "encoder")] == [0.0]
+    assert abs(costs[("group", "decoder")][0]) > 1e-3
+    assert costs[("group", "encoder and decoder")] == pytest.approx(costs[("group", "decoder")], abs=1e-6)
+    table = capsys.readouterr().out
+    assert "| runs/group/seed1 | encoder and decoder (2 tasks) |" in table
+    assert "| group | encoder | 1 | +0.000 ± 0.000 | 0 of 1 |" in table
 
 
 @pytest.fixture

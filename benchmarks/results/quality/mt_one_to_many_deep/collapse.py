@@ -19,9 +19,9 @@ import json
 from pathlib import Path
 
 import torch
-from transformers import AutoConfig, AutoModelForSeq2SeqLM
+from transformers import AutoConfig
 
-import hf_headsel  # noqa: F401  (registers the head-selection Auto classes)
+from hf_headsel.families import family_of  # (importing hf_headsel registers its Auto classes)
 from hf_headsel.model_card import language_token
 from headsel_recipes.tokenizer import load_tokenizer, task_tag
 
@@ -67,14 +67,20 @@ def losses(model, inputs) -> tuple[float, float]:
 
 def load(run: Path, weights: Path | None = None):
     """The model of a run (or of one of its checkpoints, `weights`; `FRESH`: freshly initialised from the run's
-    config with seed 1) and the run's tokenizer."""
+    config with seed 1) and the run's tokenizer (a speech model's is its family's)."""
+    config = AutoConfig.from_pretrained(run)
+    auto_class = family_of(config.model_type).auto_class  # Marian's, or Speech2Text's (a speech run)
     if weights == FRESH:
         torch.manual_seed(1)
-        model = AutoModelForSeq2SeqLM.from_config(AutoConfig.from_pretrained(run))
+        model = auto_class.from_config(config)
     else:
-        model = AutoModelForSeq2SeqLM.from_pretrained(weights or run)
+        model = auto_class.from_pretrained(weights or run)
     model.config.output_hidden_states = True
-    return model, load_tokenizer(str(run), False)
+    return model, load_tokenizer(str(run), is_speech(model))
+
+
+def is_speech(model) -> bool:
+    return model.main_input_name == "input_features"
 
 
 @torch.no_grad()
