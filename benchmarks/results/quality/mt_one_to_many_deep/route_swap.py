@@ -102,7 +102,7 @@ def routed_losses(model, batches: list[dict[str, torch.Tensor]], sides: tuple[st
 def text_batches(run: Path, tokenizer, model, sides: list[tuple[str, ...]]) -> list[dict[str, torch.Tensor]]:
     """An MT run's test pairs, one batch per task of its one routed side (`collapse.batch` reads the test files by
     that side's language). MT routed on both sides is refused: its test files are not read by pairs here."""
-    if sides != [sides[0]] or len(sides[0]) > 1:
+    if len(sides) > 1 or len(sides[0]) > 1:
         raise ValueError(f"MT routed on both sides ({[side_label(shift) for shift in sides]}): route_swap reads MT "
                          "test files by the languages of one side only")
     return [batch(run, tokenizer, model, task, pairs=None) for task in getattr(model.config, f"{sides[0][0]}_tasks")]
