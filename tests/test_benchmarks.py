@@ -726,14 +726,15 @@ def train_speech_run(run: Path, corpus: Path) -> None:
 
 def test_route_swap_scores_a_speech_run_on_its_prepared_test_split_each_side_and_both(route_swap, tmp_path, capsys):
     """A speech run's test split comes as its recipe prepares it (every example, both sides' task ids, three es and
-    three fr), batched by length; the encoder's task, read nowhere, costs nothing misrouted (the control); the decoder's does, and both
-    together cost what the decoder alone does."""
+    three fr), batched by length; the encoder's task, read nowhere, costs nothing misrouted (the control); the
+    decoder's does, and both together cost what the decoder alone does."""
     run = tmp_path / "asr" / "runs" / "group" / "seed1"
     train_speech_run(run, tmp_path / "corpus")
     model = AutoModelForSpeechSeq2Seq.from_pretrained(run)
     randomize_selector_logits(model)  # two steps leave es and fr selecting alike
     model.save_pretrained(run)
-    [inputs] = route_swap.speech_batches(run, model)  # 6 examples: one batch, shortest first
+    # 6 examples: one batch, shortest first
+    [inputs] = route_swap.speech_batches(run, Speech2TextTokenizer.from_pretrained(run), model)
     assert inputs["encoder_task_ids"].tolist() == inputs["decoder_task_ids"].tolist()
     assert sorted(inputs["decoder_task_ids"].tolist()) == [0, 0, 0, 1, 1, 1]
     lengths = inputs["attention_mask"].sum(dim=1).tolist()

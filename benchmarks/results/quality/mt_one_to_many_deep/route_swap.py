@@ -41,7 +41,6 @@ from headsel_recipes.preprocess import prepare_split
 from headsel_recipes.recipe import numpy_view, prepare_context
 from headsel_recipes.results_keys import RUN_CONFIG_FILE
 from headsel_recipes.tasks import TASKS
-from headsel_recipes.tokenizer import load_tokenizer
 from quality_tables import mean_and_spread
 
 SIDES = ("encoder", "decoder")
@@ -108,8 +107,8 @@ def text_batches(run: Path, tokenizer, model, sides: list[tuple[str, ...]]) -> l
     return [batch(run, tokenizer, model, task, pairs=None) for task in getattr(model.config, f"{sides[0][0]}_tasks")]
 
 
-def speech_batches(run: Path, model) -> list[dict[str, torch.Tensor]]:
-    """A speech run's test split as its recipe prepared it (the run's flags, tokenizer and feature extractor: the same
+def speech_batches(run: Path, tokenizer, model) -> list[dict[str, torch.Tensor]]:
+    """A speech run's test split as its recipe prepared it (the run's flags, `tokenizer` and feature extractor: the same
     features, tags and task ids of both sides), in batches of `SPEECH_BATCH_SIZE` examples; the examples its
     preparation skips (too long, unreadable) are counted on stderr. Batched by length (each example's loss is its own:
     the order changes the sums by rounding only)."""
@@ -118,7 +117,6 @@ def speech_batches(run: Path, model) -> list[dict[str, torch.Tensor]]:
     model_args, head_args, data_args, _ = parse_arguments([str(run / RUN_CONFIG_FILE)])
     config = model.config
     raw = load_splits(task, data_args, ["test"], config.task_type, model_args.cache_dir)
-    tokenizer = load_tokenizer(str(run), speech=True)
     context = prepare_context(task, config.task_type, config.encoder_tasks, config.decoder_tasks, tokenizer,
                               Speech2TextFeatureExtractor.from_pretrained(run), model, data_args, raw)
     prepared, report = prepare_split(raw["test"], "test", context)
@@ -137,7 +135,7 @@ def run_rows(run: Path) -> list[tuple[str, str | None, float | None]]:
     sides = shifted_sides(model.config)
     if not sides:
         return [("no task routing | – | – | – |", None, None)]
-    batches = speech_batches(run, model) if is_speech(model) else text_batches(run, tokenizer, model, sides)
+    batches = speech_batches(run, tokenizer, model) if is_speech(model) else text_batches(run, tokenizer, model, sides)
     rows = []
     for shift_sides in sides:
         losses = routed_losses(model, batches, shift_sides)
