@@ -26,6 +26,10 @@ ADAPTER_KEYS = ("direction", "task")
 #: The group name of a corpus-level score, over every sentence (the recipes' `{metric}_pooled`, a card's "all
 #: (pooled)" row): no task may take it, or its scores would be that one's.
 POOLED = "pooled"
+#: The one task of a side given no task list. A side whose only task it is is keyed by no task: it selects its H of
+#: the H' candidates once for every example, and the recipes route every example there whatever its language or
+#: domain (`--encoder_tasks default`: the encoder unrouted, the decoder routed by its task).
+UNKEYED_TASK = "default"
 
 
 # The attribute of a stock encoder / decoder layer that holds each component's attention.
@@ -73,10 +77,12 @@ class HeadSelectionConfigMixin:
 
     encoder_tasks: list[str] | None = _keyword(
         None, "Ordered encoder task names (default [\"default\"]): the source languages in the lang setting, the "
-        "domains in the domain setting.", "tasks")
+        "domains in the domain setting; [\"default\"] alone keys the encoder by no task (one selection for all).",
+        "tasks")
     decoder_tasks: list[str] | None = _keyword(
         None, "Ordered decoder task names (default [\"default\"]): the target languages in the lang setting, the "
-        "domains in the domain setting.", "tasks")
+        "domains in the domain setting; [\"default\"] alone keys the decoder by no task (one selection for all).",
+        "tasks")
     task_type: str = _keyword(
         "lang", "lang: the encoder is keyed by the source language and the decoder by the target language (zero-shot "
         "directions possible); domain: both sides are keyed by the domain.", "structure", choices=TASK_TYPES)
@@ -246,7 +252,7 @@ class HeadSelectionConfigMixin:
 
 
 def _task_list(tasks: Sequence[str] | None, name: str) -> list[str]:
-    tasks = ["default"] if tasks is None else list(tasks)
+    tasks = [UNKEYED_TASK] if tasks is None else list(tasks)
     if not tasks or not all(isinstance(t, str) and t for t in tasks):
         raise ValueError(f"{name} must be a non-empty list of non-empty strings, got {tasks}")
     if len(set(tasks)) != len(tasks):
@@ -416,6 +422,7 @@ __all__ = [
     "SIDES",
     "STRATEGIES",
     "TRAINED_STRUCTURE_KEYWORDS",
+    "UNKEYED_TASK",
     "attention_path",
     "HeadSelectionConfigMixin",
     "component_side",

@@ -25,7 +25,7 @@ from transformers import AutoModelForCausalLM
 
 from .analysis import analyze_model
 from .card_metrics import MetricRecord, collect_metrics, eval_results, results_table
-from .configuration_head_selection import HEAD_SELECTION_CONFIG_KEYS, SIDES, component_side
+from .configuration_head_selection import HEAD_SELECTION_CONFIG_KEYS, SIDES, UNKEYED_TASK, component_side
 from .conversion import stock_model_class
 from .families import HEADSEL_MODEL_TYPES, TEXT_GENERATION, Family, family_of
 from .model_folder import PACKAGE_DIR, prepare_model_folder
@@ -148,7 +148,7 @@ def _languages(config, languages: str | list[str] | None, sides: tuple[str, ...]
         return ([languages] if isinstance(languages, str) else list(languages)) or None
     if getattr(config, "task_type", None) != "lang":
         return None
-    names = list(dict.fromkeys(t for side in sides for t in config.tasks(side) if t != "default"))
+    names = list(dict.fromkeys(t for side in sides for t in config.tasks(side) if t != UNKEYED_TASK))
     # task names are the user's: one that is no language tag is left out of the card (with a warning) rather than
     # failing the card a training run writes at its end
     unnamed = [name for name in names if not _LANGUAGE_TAG.match(name)]

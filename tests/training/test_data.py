@@ -329,6 +329,20 @@ def test_text_rows_skipped_and_counted(tmp_path):
     assert all(labels[-1] == tokenizer.eos_token_id for labels in prepared["labels"])
 
 
+def test_a_side_keyed_by_no_task_takes_every_named_language(tmp_path):
+    good = text_rows(4, seed=0)
+    other = [{**good[0], "source_lang": "xx"}, {**good[0], "source_lang": ""}]
+    train = load(MT, tmp_path, train_file=[str(write_jsonl(tmp_path / "t.jsonl", good + other))])["train"]
+    tokenizer = train_marian_tokenizer(list(train["source_text"]) + list(train["target_text"]), vocab_size=60)
+    ctx = PrepareContext(MT, "lang", ["default"], ["de", "en", "fr"], tokenizer)
+    prepared, report = prepare_split(train, "train", ctx)
+    # a language the model has no task for is routed to the one encoder task; a row that names none still lacks the
+    # group its scores and sampling need
+    assert report.skipped == {"missing_language": 1}
+    assert prepared["group"] == ["en-de", "en-fr", "de-en", "en-de", "xx-de"]
+    assert prepared["encoder_task_ids"] == [0] * 5 and prepared["decoder_task_ids"] == [0, 2, 1, 0, 0]
+
+
 @pytest.mark.parametrize("split", ["validation", "test"])
 def test_evaluation_splits_cut_long_text_instead_of_skipping_it(tmp_path, split):
     rows = text_rows(4, seed=0)

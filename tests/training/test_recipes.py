@@ -32,6 +32,7 @@ from headsel_recipes.recipe import (
     get_tokenizer,
     resolve_tasks,
     selection_noise,
+    target_languages,
     warn_if_noise_dependent,
     warn_if_unlearned,
 )
@@ -252,6 +253,42 @@ def test_target_language_tokens_with_domain_tasks(text_corpus, tmp_path):
         run(MT, tiny_flags(tmp_path / "without", speech=False) + [
             "--train_file", str(text_corpus / "train.jsonl"), "--tokenizer_name", str(out), "--task_type", "lang",
             "--decoder_tasks", "de", "en", "fr", "it", "--target_lang_token", "--do_train"])
+
+
+def test_an_encoder_keyed_by_no_task_selects_once_for_every_domain(text_corpus, tmp_path):
+    # the ablation of routing the encoder by the domain: one encoder selection (H of H'), the decoder's per domain
+    result = run(MT, tiny_flags(tmp_path / "run", speech=False) + [
+        "--train_file", str(text_corpus / "train.jsonl"), "--task_type", "domain", "--encoder_tasks", "default",
+        "--do_train"])
+    model = result.trainer.model
+    assert model.config.encoder_tasks == ["default"] and model.config.decoder_tasks == ["news", "web"]
+    assert tuple(model.head_selection["encoder_self"].logits.shape[:1]) == (1,)
+    assert tuple(model.head_selection["decoder_self"].logits.shape[:1]) == (2,)
+    train = result.trainer.train_dataset
+    assert len(train) == 48 and set(train["encoder_task_ids"]) == {0} and set(train["decoder_task_ids"]) == {0, 1}
+    assert set(train["group"]) == {"news", "web"}
+
+
+def test_a_tag_of_a_side_keyed_by_no_task_is_refused(text_corpus, speech_corpus, tmp_path):
+    with pytest.raises(ValueError, match="--task_tag tags every example with its decoder task, but --decoder_tasks "
+                                         "default keys the decoder by no task"):
+        run(ASR, tiny_flags(tmp_path / "asr", speech=True) + [
+            "--train_file", str(speech_corpus / "train.jsonl"), "--decoder_tasks", "default", "--task_tag",
+            "--do_train"])
+    assert not (tmp_path / "asr").exists()
+    # a checkpoint's own unkeyed encoder, known only once its tasks are read
+    config = hf_headsel.HeadSelMarianConfig(**TINY_MARIAN, decoder_tasks=["de", "en", "fr"])
+    hf_headsel.HeadSelMarianMTModel(config).save_pretrained(tmp_path / "unkeyed")
+    with pytest.raises(ValueError, match="--encoder_task_tag tags every example with its encoder task"):
+        run(MT, tiny_flags(tmp_path / "mt", speech=False) + [
+            "--train_file", str(text_corpus / "train.jsonl"), "--model_name_or_path", str(tmp_path / "unkeyed"),
+            "--encoder_task_tag", "--do_train"])
+
+
+def test_target_language_tokens_of_a_decoder_keyed_by_no_task_are_the_rows_languages():
+    raw = {"train": {"target_lang": ["de", "fr", "de"]}, "test": {"target_lang": ["en"]}}
+    assert target_languages(raw, "lang", ["de", "fr"]) == ["de", "fr"]
+    assert target_languages(raw, "lang", ["default"]) == ["de", "en", "fr"]
 
 
 def test_a_task_whose_every_training_example_is_skipped_is_named(tmp_path, caplog):

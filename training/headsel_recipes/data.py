@@ -29,6 +29,8 @@ import datasets
 from datasets import Audio, Dataset, Features, Value
 from datasets.exceptions import DatasetGenerationError
 
+from hf_headsel.configuration_head_selection import UNKEYED_TASK
+
 from .arguments import DataArguments, RecipeTask
 from .results_keys import POOLED
 
@@ -468,6 +470,13 @@ def example_tasks(task: RecipeTask, task_type: str, source_lang: str, target_lan
     if task.same_language:
         return source_lang, source_lang, source_lang
     return source_lang, target_lang, f"{source_lang}-{target_lang}" if source_lang and target_lang else ""
+
+
+def keyed_task(name: str, tasks: list[str]) -> str:
+    """The task an example takes on a side whose tasks are `tasks`: its own (`name`), or on a side keyed by no task
+    (`[UNKEYED_TASK]`, e.g. `--encoder_tasks default`) that one task, whatever the example's language or domain. A
+    row that names none keeps its empty name (skipped as such: its scores and sampling group need it)."""
+    return UNKEYED_TASK if tasks == [UNKEYED_TASK] and name else name
 
 
 def collect_tasks(dataset: Dataset, task: RecipeTask, task_type: str) -> tuple[list[str], list[str]]:

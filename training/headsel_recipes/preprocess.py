@@ -33,7 +33,7 @@ from hf_headsel.model_card import language_token
 
 from .arguments import RecipeTask
 from .audio import AudioError, extract_features, read_audio
-from .data import example_tasks
+from .data import example_tasks, keyed_task
 
 logger = logging.getLogger(__name__)
 
@@ -90,6 +90,7 @@ def prepare_example(row: dict, ctx: PrepareContext) -> dict:
     """Model inputs of one standardized row, with its `skip_reason` (`""` when usable)."""
     encoder, decoder, group = example_tasks(
         ctx.task, ctx.task_type, row["source_lang"], row["target_lang"], row["domain"])
+    encoder, decoder = keyed_task(encoder, ctx.encoder_tasks), keyed_task(decoder, ctx.decoder_tasks)
     out = {
         "labels": [], "encoder_task_ids": -1, "decoder_task_ids": -1, "group": group, "reference": row["target_text"],
         "id": row["id"], "length": 0, "skip_reason": "",

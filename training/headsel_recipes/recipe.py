@@ -16,6 +16,7 @@ from sacrebleu.metrics import BLEU
 from transformers import EarlyStoppingCallback, Speech2TextFeatureExtractor, Speech2TextProcessor, set_seed
 
 from hf_headsel.card_metrics import ERROR_RATES
+from hf_headsel.configuration_head_selection import UNKEYED_TASK
 from hf_headsel.model_card import language_token
 
 from .arguments import DataArguments, HeadSelectionArguments, ModelArguments, RecipeTask, parse_arguments
@@ -107,6 +108,18 @@ def resolve_tasks(task: RecipeTask, head_args: HeadSelectionArguments, raw: dict
     return list(encoder_tasks), list(decoder_tasks), task_type
 
 
+def check_tags_have_tasks(data_args: DataArguments, encoder_tasks: list[str] | None,
+                          decoder_tasks: list[str] | None) -> None:
+    """A `ValueError` when `--task_tag` (`--encoder_task_tag`) would tag every example with its decoder (encoder)
+    task on a side keyed by no task (`--decoder_tasks default`): the tag would be one constant piece. Checked on the
+    flags before any work, and on the resolved tasks (a checkpoint's own)."""
+    for flag, given, side, tasks in (("--task_tag", data_args.task_tag, "decoder", decoder_tasks),
+                                     ("--encoder_task_tag", data_args.encoder_task_tag, "encoder", encoder_tasks)):
+        if given and tasks == [UNKEYED_TASK]:
+            raise ValueError(f"{flag} tags every example with its {side} task, but --{side}_tasks {UNKEYED_TASK} keys "
+                             f"the {side} by no task: give the {side} tasks, or drop {flag}")
+
+
 def get_tokenizer(task: RecipeTask, model_args: ModelArguments, data_args: DataArguments, raw: dict,
                   encoder_tasks: list[str], decoder_tasks: list[str], training_args, task_type: str = "lang"):
     """`--tokenizer_name`, else the checkpoint's, else the one already in the output folder (a resumed run; not when
@@ -165,9 +178,9 @@ def load_named(what: str, path: str, load):
 
 
 def target_languages(raw: dict, task_type: str, decoder_tasks: list[str]) -> list[str]:
-    """The languages of `--target_lang_token`'s `>>xx<<` tokens: the decoder tasks, or, where the tasks are domains,
-    the target languages of the rows of every split."""
-    if task_type == "lang":
+    """The languages of `--target_lang_token`'s `>>xx<<` tokens: the decoder tasks, or, where the tasks are domains
+    (or the decoder is keyed by no task), the target languages of the rows of every split."""
+    if task_type == "lang" and decoder_tasks != [UNKEYED_TASK]:
         return list(decoder_tasks)
     languages = {lang for dataset in raw.values() for lang in dataset["target_lang"]}
     if "" in languages:
@@ -294,6 +307,7 @@ def check_flags(task: RecipeTask, model_args: ModelArguments, head_args: HeadSel
     if data_args.encoder_task_tag and task.speech:
         raise ValueError("--encoder_task_tag is for MT (a tag prepended to the source text); speech recipes tell "
                          "the decoder task with --task_tag")
+    check_tags_have_tasks(data_args, head_args.encoder_tasks, head_args.decoder_tasks)
     if training_args.do_train:
         check_output_dir(task, model_args, data_args, training_args)
     check_tokenizer_flags(model_args.vocab_size, model_args.tokenizer_model_type, model_args.tokenizer_max_sentences)
@@ -562,6 +576,7 @@ def run(task: RecipeTask, args: list[str] | None = None) -> RecipeResult:
         raw = load_splits(task, data_args, needed_splits(training_args), task_type, model_args.cache_dir)
     encoder_tasks, decoder_tasks, task_type = resolve_tasks(task, head_args, raw, fixed, model_args.model_name_or_path)
     logger.info("task_type=%s; encoder tasks %s; decoder tasks %s", task_type, encoder_tasks, decoder_tasks)
+    check_tags_have_tasks(data_args, encoder_tasks, decoder_tasks)
     files_before = folder_files(training_args.output_dir)
     tokenizer = get_tokenizer(task, model_args, data_args, raw, encoder_tasks, decoder_tasks, training_args, task_type)
     written = folder_files(training_args.output_dir) - files_before if training_args.should_save else set()
