@@ -269,20 +269,25 @@ def test_an_encoder_keyed_by_no_task_selects_once_for_every_domain(text_corpus, 
     assert set(train["group"]) == {"news", "web"}
 
 
-def test_a_tag_of_a_side_keyed_by_no_task_is_refused(text_corpus, speech_corpus, tmp_path):
-    with pytest.raises(ValueError, match="--task_tag tags every example with its decoder task, but --decoder_tasks "
-                                         "default keys the decoder by no task"):
-        run(ASR, tiny_flags(tmp_path / "asr", speech=True) + [
-            "--train_file", str(speech_corpus / "train.jsonl"), "--decoder_tasks", "default", "--task_tag",
-            "--do_train"])
-    assert not (tmp_path / "asr").exists()
-    # a checkpoint's own unkeyed encoder, known only once its tasks are read
-    config = hf_headsel.HeadSelMarianConfig(**TINY_MARIAN, decoder_tasks=["de", "en", "fr"])
-    hf_headsel.HeadSelMarianMTModel(config).save_pretrained(tmp_path / "unkeyed")
-    with pytest.raises(ValueError, match="--encoder_task_tag tags every example with its encoder task"):
-        run(MT, tiny_flags(tmp_path / "mt", speech=False) + [
-            "--train_file", str(text_corpus / "train.jsonl"), "--model_name_or_path", str(tmp_path / "unkeyed"),
-            "--encoder_task_tag", "--do_train"])
+def test_tags_name_each_examples_own_task_on_a_side_keyed_by_no_task(text_corpus, speech_corpus, tmp_path):
+    # routing by no task removes the per-task heads, not what the shared model is told: the tag of its own task
+    result = run(ASR, tiny_flags(tmp_path / "asr", speech=True) + [
+        "--train_file", str(speech_corpus / "train.jsonl"), "--encoder_tasks", "default", "--decoder_tasks", "default",
+        "--task_tag", "--do_train"])
+    tokenizer, train = result.trainer.processing_class.tokenizer, result.trainer.train_dataset
+    assert result.trainer.model.config.decoder_tasks == ["default"] and set(train["decoder_task_ids"]) == {0}
+    tags = [tokenizer.convert_ids_to_tokens(int(labels[0])) for labels in train["labels"]]
+    # the training row in Klingon, skipped where a side is keyed by the language, is kept and tagged as its own
+    assert tags == [f"<lang:{group}>" for group in train["group"]]
+    assert set(tags) == {"<lang:es>", "<lang:fr>", "<lang:tlh>"}
+    result = run(MT, tiny_flags(tmp_path / "mt", speech=False) + [
+        "--train_file", str(text_corpus / "train.jsonl"), "--encoder_tasks", "default", "--encoder_task_tag",
+        "--do_train"])
+    tokenizer, train = result.trainer.processing_class, result.trainer.train_dataset
+    assert set(train["encoder_task_ids"]) == {0}
+    tags = [tokenizer.convert_ids_to_tokens(int(ids[0])) for ids in train["input_ids"]]
+    assert tags == [f"<lang:{group.split('-')[0]}>" for group in train["group"]]
+    assert set(tags) == {"<lang:de>", "<lang:en>"}
 
 
 def test_target_language_tokens_of_a_decoder_keyed_by_no_task_are_the_rows_languages():

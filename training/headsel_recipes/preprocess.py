@@ -55,8 +55,8 @@ class PrepareContext:
     target_lang_token: bool = False
     # `--task_tag`: the tag id of every decoder task, prepended to the labels
     task_tag_ids: dict[str, int] | None = None
-    # `--encoder_task_tag`: the tag id of every encoder task, in `encoder_tasks` order, prepended to the source ids
-    encoder_tag_ids: list[int] | None = None
+    # `--encoder_task_tag`: the tag id of every encoder task, prepended to the source ids
+    encoder_tag_ids: dict[str, int] | None = None
     # an evaluation split: text over the length limits is cut, not skipped, and the duration limits do not apply
     evaluation: bool = False
 
@@ -88,9 +88,9 @@ def _task_reason(name: str, known: list[str], task_type: str) -> str:
 
 def prepare_example(row: dict, ctx: PrepareContext) -> dict:
     """Model inputs of one standardized row, with its `skip_reason` (`""` when usable)."""
-    encoder, decoder, group = example_tasks(
+    own_encoder, own_decoder, group = example_tasks(
         ctx.task, ctx.task_type, row["source_lang"], row["target_lang"], row["domain"])
-    encoder, decoder = keyed_task(encoder, ctx.encoder_tasks), keyed_task(decoder, ctx.decoder_tasks)
+    encoder, decoder = keyed_task(own_encoder, ctx.encoder_tasks), keyed_task(own_decoder, ctx.decoder_tasks)
     out = {
         "labels": [], "encoder_task_ids": -1, "decoder_task_ids": -1, "group": group, "reference": row["target_text"],
         "id": row["id"], "length": 0, "skip_reason": "",
@@ -102,8 +102,9 @@ def prepare_example(row: dict, ctx: PrepareContext) -> dict:
     if not reason:
         out["encoder_task_ids"] = ctx.encoder_tasks.index(encoder)
         out["decoder_task_ids"] = ctx.decoder_tasks.index(decoder)
-        reason = _prepare_target(row, ctx, out, decoder) or (
-            _prepare_speech(row, ctx, out) if ctx.task.speech else _prepare_text(row, ctx, out))
+        # the tags name the example's own tasks, also on a side keyed by no task: what a shared model is told
+        reason = _prepare_target(row, ctx, out, own_decoder) or (
+            _prepare_speech(row, ctx, out) if ctx.task.speech else _prepare_text(row, ctx, out, own_encoder))
     out["skip_reason"] = reason
     return out
 
@@ -128,7 +129,7 @@ def _fit(ids: list[int], limit: int, truncate: bool) -> list[int] | None:
     return ids[:limit - 1] + ids[-1:] if truncate else None
 
 
-def _prepare_text(row: dict, ctx: PrepareContext, out: dict) -> str:
+def _prepare_text(row: dict, ctx: PrepareContext, out: dict, encoder_task: str) -> str:
     source = row["source_text"]
     if not source:
         return "empty_source"
@@ -136,7 +137,7 @@ def _prepare_text(row: dict, ctx: PrepareContext, out: dict) -> str:
         source = f"{language_token(row['target_lang'])} {source}"
     ids = ctx.tokenizer(source)["input_ids"]
     if ctx.encoder_tag_ids is not None:
-        ids = [ctx.encoder_tag_ids[out["encoder_task_ids"]], *ids]
+        ids = [ctx.encoder_tag_ids[encoder_task], *ids]
     input_ids = _fit(ids, ctx.max_source_length, ctx.evaluation)
     if input_ids is None:
         return "source_too_long"

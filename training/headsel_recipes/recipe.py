@@ -16,7 +16,7 @@ from sacrebleu.metrics import BLEU
 from transformers import EarlyStoppingCallback, Speech2TextFeatureExtractor, Speech2TextProcessor, set_seed
 
 from hf_headsel.card_metrics import ERROR_RATES
-from hf_headsel.configuration_head_selection import UNKEYED_TASK
+from hf_headsel.configuration_head_selection import SIDES, UNKEYED_TASK
 from hf_headsel.model_card import language_token
 
 from .arguments import DataArguments, HeadSelectionArguments, ModelArguments, RecipeTask, parse_arguments
@@ -108,16 +108,15 @@ def resolve_tasks(task: RecipeTask, head_args: HeadSelectionArguments, raw: dict
     return list(encoder_tasks), list(decoder_tasks), task_type
 
 
-def check_tags_have_tasks(data_args: DataArguments, encoder_tasks: list[str] | None,
-                          decoder_tasks: list[str] | None) -> None:
-    """A `ValueError` when `--task_tag` (`--encoder_task_tag`) would tag every example with its decoder (encoder)
-    task on a side keyed by no task (`--decoder_tasks default`): the tag would be one constant piece. Checked on the
-    flags before any work, and on the resolved tasks (a checkpoint's own)."""
-    for flag, given, side, tasks in (("--task_tag", data_args.task_tag, "decoder", decoder_tasks),
-                                     ("--encoder_task_tag", data_args.encoder_task_tag, "encoder", encoder_tasks)):
-        if given and tasks == [UNKEYED_TASK]:
-            raise ValueError(f"{flag} tags every example with its {side} task, but --{side}_tasks {UNKEYED_TASK} keys "
-                             f"the {side} by no task: give the {side} tasks, or drop {flag}")
+def tagged_tasks(task: RecipeTask, task_type: str, raw: dict, side: str, tasks: list[str]) -> list[str]:
+    """The task names `--task_tag` (decoder) or `--encoder_task_tag` (encoder) tag examples with: the side's `tasks`,
+    or on a side keyed by no task (`--decoder_tasks default`) the examples' own, found in every split read. A tag names
+    the example's task whatever the routing: it is what a shared model is told, and routing by no task removes only
+    the per-task heads."""
+    if tasks != [UNKEYED_TASK]:
+        return list(tasks)
+    found = [collect_tasks(dataset, task, task_type)[SIDES.index(side)] for dataset in raw.values()]
+    return sorted({name for names in found for name in names})
 
 
 def get_tokenizer(task: RecipeTask, model_args: ModelArguments, data_args: DataArguments, raw: dict,
@@ -143,13 +142,16 @@ def get_tokenizer(task: RecipeTask, model_args: ModelArguments, data_args: DataA
                             "build one")
         texts = list(raw["train"]["target_text"])
         if task.speech:
-            tags = [task_tag(task_type, name) for name in decoder_tasks] if data_args.task_tag else None
+            tags = ([task_tag(task_type, name) for name in tagged_tasks(task, task_type, raw, "decoder", decoder_tasks)]
+                    if data_args.task_tag else None)
             tokenizer = train_speech_tokenizer(texts, model_args.vocab_size, model_args.tokenizer_model_type,
                                                model_args.tokenizer_max_sentences, tags)
         else:
             languages = target_languages(raw, task_type, decoder_tasks) if data_args.target_lang_token else []
             symbols = [language_token(lang) for lang in languages]
-            symbols += [task_tag(task_type, name) for name in encoder_tasks] if data_args.encoder_task_tag else []
+            if data_args.encoder_task_tag:
+                symbols += [task_tag(task_type, name)
+                            for name in tagged_tasks(task, task_type, raw, "encoder", encoder_tasks)]
             texts += list(raw["train"]["source_text"])
             tokenizer = train_marian_tokenizer(texts, model_args.vocab_size, model_args.tokenizer_model_type,
                                                symbols or None, model_args.tokenizer_max_sentences)
@@ -228,15 +230,17 @@ def prepare_context(task, task_type, encoder_tasks, decoder_tasks, tokenizer, fe
     else:
         max_source = min(data_args.max_source_length, config.max_position_embeddings)
         max_target = config.max_position_embeddings
+    decoder_tags = (task_tag_ids(tokenizer, task_type, tagged_tasks(task, task_type, raw, "decoder", decoder_tasks))
+                    if data_args.task_tag else None)
+    encoder_tags = (task_tag_ids(tokenizer, task_type, tagged_tasks(task, task_type, raw, "encoder", encoder_tasks),
+                                 "--encoder_task_tag") if data_args.encoder_task_tag else None)
     return PrepareContext(
         task=task, task_type=task_type, encoder_tasks=encoder_tasks, decoder_tasks=decoder_tasks,
         tokenizer=tokenizer, feature_extractor=feature_extractor, max_source_length=max_source,
         max_target_length=min(data_args.max_target_length, max_target),
         min_duration=data_args.min_duration_in_seconds, max_duration=data_args.max_duration_in_seconds,
         target_lang_token=data_args.target_lang_token,
-        task_tag_ids=task_tag_ids(tokenizer, task_type, decoder_tasks) if data_args.task_tag else None,
-        encoder_tag_ids=(list(task_tag_ids(tokenizer, task_type, encoder_tasks, "--encoder_task_tag").values())
-                         if data_args.encoder_task_tag else None),
+        task_tag_ids=decoder_tags, encoder_tag_ids=encoder_tags,
     )
 
 
@@ -307,7 +311,6 @@ def check_flags(task: RecipeTask, model_args: ModelArguments, head_args: HeadSel
     if data_args.encoder_task_tag and task.speech:
         raise ValueError("--encoder_task_tag is for MT (a tag prepended to the source text); speech recipes tell "
                          "the decoder task with --task_tag")
-    check_tags_have_tasks(data_args, head_args.encoder_tasks, head_args.decoder_tasks)
     if training_args.do_train:
         check_output_dir(task, model_args, data_args, training_args)
     check_tokenizer_flags(model_args.vocab_size, model_args.tokenizer_model_type, model_args.tokenizer_max_sentences)
@@ -576,7 +579,6 @@ def run(task: RecipeTask, args: list[str] | None = None) -> RecipeResult:
         raw = load_splits(task, data_args, needed_splits(training_args), task_type, model_args.cache_dir)
     encoder_tasks, decoder_tasks, task_type = resolve_tasks(task, head_args, raw, fixed, model_args.model_name_or_path)
     logger.info("task_type=%s; encoder tasks %s; decoder tasks %s", task_type, encoder_tasks, decoder_tasks)
-    check_tags_have_tasks(data_args, encoder_tasks, decoder_tasks)
     files_before = folder_files(training_args.output_dir)
     tokenizer = get_tokenizer(task, model_args, data_args, raw, encoder_tasks, decoder_tasks, training_args, task_type)
     written = folder_files(training_args.output_dir) - files_before if training_args.should_save else set()
