@@ -1,25 +1,28 @@
 #!/bin/bash
-# Session 67: `encoder_unkeyed.sh asr|st`: does head selection's speech gain need its encoder routed by the task?
-# <kind>_encoder_unkeyed.yaml (the setup of <kind>.yaml; Shared, Group and Subset (ST) as there, each beside the same
-# system with the encoder keyed by no task, with and without the sampling noise; seeds 1-3) into
-# outputs/benchmark/<kind>_encoder_unkeyed; alone, two lanes of one thread, resumable (a finished run is skipped);
-# times in runs.txt beside this script. Then the tables: the runner's (<kind>_encoder_unkeyed_results.md) and every
-# system minus each system routed on both sides, paired by seed (<kind>_encoder_unkeyed_paired_with_<run folder>.md:
-# Shared, Group, Group without the noise, and Subset in ST).
+# Session 67: `encoder_unkeyed.sh asr|st [TAG "SYSTEM" ...]`: does head selection's speech gain need its encoder
+# routed by the task, or per-task heads at all? <kind>_encoder_unkeyed.yaml (the setup of <kind>.yaml; Shared, Group
+# and Subset (ST) as there, each beside the same system with the encoder keyed by no task, then with both sides keyed
+# by no task; seeds 1-3) into outputs/benchmark/<kind>_encoder_unkeyed; alone, two lanes of one thread, resumable (a
+# finished run is skipped); times in runs.txt beside this script. SYSTEMs given: only those are trained, their logs
+# named by TAG (the systems added after the first runs: `one_selection`). Then the tables: the runner's
+# (<kind>_encoder_unkeyed_results.md) and every system minus each system routed on both sides, paired by seed
+# (<kind>_encoder_unkeyed_paired_with_<run folder>.md: Shared, Group, Group without the noise, and Subset in ST).
 source "$(dirname "$0")/../mt_one_to_many_deep/record.sh"
 HERE=benchmarks/results/quality/baselines
-KIND=${1:?usage: encoder_unkeyed.sh asr|st}
+KIND=${1:?usage: encoder_unkeyed.sh asr|st [TAG "SYSTEM" ...]}
+TAG=${2:+_$2}
+SYSTEMS=("${@:3}")
 case $KIND in asr|st) ;; *) echo "encoder_unkeyed.sh: asr or st, not $KIND" >&2; exit 2 ;; esac
 OUT=outputs/benchmark/${KIND}_encoder_unkeyed
 [ -d data/offline_corpus/speech/$KIND ] || timed "encoder_unkeyed.sh $KIND: corpus" outputs/${KIND}_encoder_unkeyed_corpus.log \
   .venv/bin/headsel-build-corpus --output_dir data/offline_corpus --speech
 [ -d outputs/benchmark/tokenizers/$KIND ] || $python benchmarks/benchmark_tokenizers.py --kinds $KIND
-timed "encoder_unkeyed.sh $KIND" $OUT/lane1.log.raw \
-  $python training/run_experiment.py $HERE/${KIND}_encoder_unkeyed.yaml --lanes 2
-without_progress_bars $OUT/lane1.log.raw $HERE/${KIND}_encoder_unkeyed_lane1.log
-without_progress_bars $OUT/lane2.log $HERE/${KIND}_encoder_unkeyed_lane2.log  # lane 2 logs to the output folder
+timed "encoder_unkeyed.sh $*" $OUT/lane1$TAG.log.raw \
+  $python training/run_experiment.py $HERE/${KIND}_encoder_unkeyed.yaml --lanes 2 ${SYSTEMS[@]:+--systems "${SYSTEMS[@]}"}
+without_progress_bars $OUT/lane1$TAG.log.raw $HERE/${KIND}_encoder_unkeyed${TAG}_lane1.log
+without_progress_bars $OUT/lane2.log $HERE/${KIND}_encoder_unkeyed${TAG}_lane2.log  # lane 2 logs to the output folder
 cp $OUT/results.md $HERE/${KIND}_encoder_unkeyed_results.md
 cp $OUT/runs/group_encoder_keyed_by_no_task_ablation/seed1/environment.jsonl $HERE/${KIND}_encoder_unkeyed_environment.jsonl
-for reference in $(ls $OUT/runs | grep -v encoder_keyed_by_no_task); do
+for reference in $(ls $OUT/runs | grep -v -e keyed_by_no_task -e one_selection_for_every_task); do
   $python benchmarks/quality_tables.py $OUT --paired_with $reference > $HERE/${KIND}_encoder_unkeyed_paired_with_$reference.md
 done
