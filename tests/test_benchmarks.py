@@ -708,17 +708,19 @@ def test_route_swap_refuses_what_it_cannot_shift(route_swap):
         route_swap.text_batches(Path("run"), None, MARIAN.model(), [("encoder",), ("decoder",)])
 
 
-def train_speech_run(run: Path, corpus: Path) -> None:
+def train_speech_run(run: Path, corpus: Path, **extra) -> None:
     """A tiny ASR run as the experiment runner trains one (its flags in `run_config.json`, read by the recipe): es and
-    fr on both sides, group head selection in the decoder's attentions only (the encoder's task is read nowhere)."""
-    write_jsonl(corpus / "train.jsonl", speech_rows(corpus, "train", 8, seed=1))
-    write_jsonl(corpus / "test.jsonl", speech_rows(corpus, "test", 6, seed=2))
+    fr on both sides, group head selection in the decoder's attentions only (the encoder's task is read nowhere);
+    `extra` flags on top."""
+    if not (corpus / "train.jsonl").exists():
+        write_jsonl(corpus / "train.jsonl", speech_rows(corpus, "train", 8, seed=1))
+        write_jsonl(corpus / "test.jsonl", speech_rows(corpus, "test", 6, seed=2))
     flags = dict(output_dir=str(run), cache_dir=str(corpus / "cache"), config_overrides=TINY_SPEECH, vocab_size=60,
                  max_steps=2, per_device_train_batch_size=4, learning_rate=0.01, save_strategy="no", use_cpu=True,
                  disable_tqdm=True, report_to="none", seed=0, do_train=True, task_tag=True,
                  train_file=[str(corpus / "train.jsonl")], test_file=[str(corpus / "test.jsonl")],
                  head_selection_strategy="group", head_selection_components=["decoder_self", "decoder_cross"],
-                 total_decoder_attention_heads=4)
+                 total_decoder_attention_heads=4, **extra)
     run.mkdir(parents=True)
     (run / RUN_CONFIG_FILE).write_text(json.dumps(flags))
     recipe_run(ASR, [str(run / RUN_CONFIG_FILE)])
@@ -747,6 +749,37 @@ def test_route_swap_scores_a_speech_run_on_its_prepared_test_split_each_side_and
     table = capsys.readouterr().out
     assert "| runs/group/seed1 | encoder and decoder (2 tasks) |" in table
     assert "| group | encoder | 1 | +0.000 ± 0.000 | 0 of 1 |" in table
+
+
+def test_plain_test_loss_scores_each_run_again_without_label_smoothing(route_swap, monkeypatch, tmp_path):
+    """Each finished run (head selection, and the shared model, whose tasks come from its training data) is scored
+    again by its recipe: at the training's label smoothing it repeats the run's own test loss, and without it gives
+    the plain cross-entropy that route_swap computes by hand; the hypotheses are copied beside, so the tables read it."""
+    monkeypatch.syspath_prepend(str(BENCHMARKS / "results/quality/baselines"))
+    plain_test_loss = importlib.import_module("plain_test_loss")
+    import quality_tables
+
+    experiment, corpus = tmp_path / "asr", tmp_path / "corpus"
+    for system, extra in (("group", {}), ("shared", {"shared_baseline": True})):
+        train_speech_run(experiment / "runs" / system / "seed1", corpus, do_predict=True, generation_max_length=4,
+                         generation_num_beams=1, label_smoothing_factor=0.1, **extra)
+    monkeypatch.setitem(plain_test_loss.PLAIN_SCORING, "label_smoothing_factor", 0.1)
+    plain_test_loss.main([str(experiment), str(tmp_path / "smoothed")])
+    monkeypatch.setitem(plain_test_loss.PLAIN_SCORING, "label_smoothing_factor", 0.0)
+    plain_test_loss.main([str(experiment), str(tmp_path / "plain")])
+    loss = {}
+    for name in ("asr", "smoothed", "plain"):
+        for system in ("group", "shared"):
+            run = tmp_path / name / "runs" / system / "seed1"
+            assert quality_tables.is_finished(run)
+            loss[name, system] = json.loads((run / "predict_results.json").read_text())["predict_loss"]
+    for system in ("group", "shared"):
+        assert loss["smoothed", system] == pytest.approx(loss["asr", system], rel=1e-6)
+        assert loss["plain", system] < loss["asr", system]
+    run = experiment / "runs" / "group" / "seed1"
+    model = AutoModelForSpeechSeq2Seq.from_pretrained(run)
+    batches = route_swap.speech_batches(run, Speech2TextTokenizer.from_pretrained(run), model)
+    assert route_swap.routed_losses(model, batches, ("decoder",))[0] == pytest.approx(loss["plain", "group"], rel=1e-5)
 
 
 @pytest.fixture
