@@ -6,7 +6,9 @@
 # finished run is skipped); times in runs.txt beside this script. SYSTEMs given: only those are trained, their logs
 # named by TAG (the systems added after the first runs: `one_selection`). Then the tables: the runner's
 # (<kind>_encoder_unkeyed_results.md) and every system minus each system routed on both sides, paired by seed
-# (<kind>_encoder_unkeyed_paired_with_<run folder>.md: Shared, Group, Group without the noise, and Subset in ST).
+# (<kind>_encoder_unkeyed_paired_with_<run folder>.md: Shared, Group, Group without the noise, and Subset in ST);
+# then every run scored again without label smoothing (plain_test_loss.py, into <OUT>_plain) and every system minus
+# Shared with that plain cross-entropy (<kind>_encoder_unkeyed_plain_paired_with_shared.md).
 source "$(dirname "$0")/../mt_one_to_many_deep/record.sh"
 HERE=benchmarks/results/quality/baselines
 KIND=${1:?usage: encoder_unkeyed.sh asr|st [TAG "SYSTEM" ...]}
@@ -26,3 +28,6 @@ cp $OUT/runs/group_encoder_keyed_by_no_task_ablation/seed1/environment.jsonl $HE
 for reference in $(ls $OUT/runs | grep -v -e keyed_by_no_task -e one_selection_for_every_task); do
   $python benchmarks/quality_tables.py $OUT --paired_with $reference > $HERE/${KIND}_encoder_unkeyed_paired_with_$reference.md
 done
+timed "plain test loss of ${KIND}_encoder_unkeyed (plain_test_loss.py)" outputs/${KIND}_encoder_unkeyed_plain.log \
+  env PYTHONPATH=$PYTHONPATH:benchmarks $python $HERE/plain_test_loss.py $OUT ${OUT}_plain
+$python benchmarks/quality_tables.py ${OUT}_plain --paired_with shared > $HERE/${KIND}_encoder_unkeyed_plain_paired_with_shared.md
