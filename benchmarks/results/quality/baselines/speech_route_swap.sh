@@ -9,21 +9,26 @@
 # one thread, resumable (a finished run is skipped); times in runs.txt beside this script. Then the retrained runs'
 # scores (<kind>_route_swap_retrained_supplementary.md, beside the recorded <kind>*_supplementary.md) and the
 # misrouting tables (<kind>_route_swap.md).
+# Session 67: `speech_route_swap.sh asr_600_updates` does the same for asr_600_updates.yaml (three times the updates;
+# the file has no task-specific cross-attention), into outputs/benchmark/asr_600_updates_route_swap.
 source "$(dirname "$0")/../mt_one_to_many_deep/record.sh"
 HERE=benchmarks/results/quality/baselines
-KIND=${1:?usage: speech_route_swap.sh asr|st}
+KIND=${1:?usage: speech_route_swap.sh asr|st|asr_600_updates}
 OUT=outputs/benchmark/${KIND}_route_swap
+SYSTEMS=("Group" "Group, no sampling noise (ablation)")
 case $KIND in
-  asr) ADAPTERS="Adapters as many parameters as Group, trained with the model (ablation)" ;;
-  st) ADAPTERS="Adapters, trained with the model (same budget)" ;;
-  *) echo "speech_route_swap.sh: asr or st, not $KIND" >&2; exit 2 ;;
+  asr) SYSTEMS+=("Adapters as many parameters as Group, trained with the model (ablation)"
+                 "Task-specific cross-attention (target)") ;;
+  st) SYSTEMS+=("Adapters, trained with the model (same budget)" "Task-specific cross-attention (target)") ;;
+  asr_600_updates) SYSTEMS+=("Adapters as many parameters as Group, trained with the model (ablation)") ;;
+  *) echo "speech_route_swap.sh: asr, st or asr_600_updates, not $KIND" >&2; exit 2 ;;
 esac
-[ -d data/offline_corpus/speech/$KIND ] || timed "speech_route_swap.sh $KIND: corpus" outputs/${KIND}_route_swap_corpus.log \
+CORPUS=${KIND%%_*}  # asr_600_updates reads asr's corpus and tokenizer
+[ -d data/offline_corpus/speech/$CORPUS ] || timed "speech_route_swap.sh $KIND: corpus" outputs/${KIND}_route_swap_corpus.log \
   .venv/bin/headsel-build-corpus --output_dir data/offline_corpus --speech
-[ -d outputs/benchmark/tokenizers/$KIND ] || $python benchmarks/benchmark_tokenizers.py --kinds $KIND
+[ -d outputs/benchmark/tokenizers/$CORPUS ] || $python benchmarks/benchmark_tokenizers.py --kinds $CORPUS
 timed "speech_route_swap.sh $KIND: retrain" $OUT/route_swap_lane1.log \
-  $python training/run_experiment.py $HERE/$KIND.yaml --output_dir $OUT --lanes 2 \
-  --systems "Group" "Group, no sampling noise (ablation)" "$ADAPTERS" "Task-specific cross-attention (target)"
+  $python training/run_experiment.py $HERE/$KIND.yaml --output_dir $OUT --lanes 2 --systems "${SYSTEMS[@]}"
 without_progress_bars $OUT/route_swap_lane1.log $HERE/${KIND}_route_swap_lane1.log
 without_progress_bars $OUT/lane2.log $HERE/${KIND}_route_swap_lane2.log  # lane 2 logs to the output folder
 $python benchmarks/quality_tables.py $OUT > $HERE/${KIND}_route_swap_retrained_supplementary.md
