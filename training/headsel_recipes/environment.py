@@ -91,3 +91,9 @@ def record_environment(output_dir: str | Path, **run: Any) -> dict[str, Any]:
     with open(Path(output_dir) / ENVIRONMENT_LOG_NAME, "a", encoding="utf-8") as log:
         log.write(json.dumps(record) + "\n")
     return record
+
+
+def recorded_recipe(output_dir: str | Path) -> str:
+    """The recipe (`"asr"`, `"st"`, `"mt"`) of the last invocation recorded in `output_dir`/environment.jsonl (every
+    recipe run writes its line there: [`record_environment`]), to score a finished run again by its own recipe."""
+    return json.loads((Path(output_dir) / ENVIRONMENT_LOG_NAME).read_text().splitlines()[-1])["recipe"]

@@ -16,18 +16,13 @@ TAG=${2:+_$2}
 SYSTEMS=("${@:3}")
 case $KIND in asr|st) ;; *) echo "encoder_unkeyed.sh: asr or st, not $KIND" >&2; exit 2 ;; esac
 OUT=outputs/benchmark/${KIND}_encoder_unkeyed
-[ -d data/offline_corpus/speech/$KIND ] || timed "encoder_unkeyed.sh $KIND: corpus" outputs/${KIND}_encoder_unkeyed_corpus.log \
-  .venv/bin/headsel-build-corpus --output_dir data/offline_corpus --speech
-[ -d outputs/benchmark/tokenizers/$KIND ] || $python benchmarks/benchmark_tokenizers.py --kinds $KIND
-timed "encoder_unkeyed.sh $*" $OUT/lane1$TAG.log.raw \
-  $python training/run_experiment.py $HERE/${KIND}_encoder_unkeyed.yaml --lanes 2 ${SYSTEMS[@]:+--systems "${SYSTEMS[@]}"}
-without_progress_bars $OUT/lane1$TAG.log.raw $HERE/${KIND}_encoder_unkeyed${TAG}_lane1.log
-without_progress_bars $OUT/lane2.log $HERE/${KIND}_encoder_unkeyed${TAG}_lane2.log  # lane 2 logs to the output folder
+speech_inputs $KIND
+experiment_in_two_lanes "encoder_unkeyed.sh $*" $OUT/lane1$TAG.log.raw $HERE/${KIND}_encoder_unkeyed$TAG \
+  $HERE/${KIND}_encoder_unkeyed.yaml ${SYSTEMS[@]:+--systems "${SYSTEMS[@]}"}
 cp $OUT/results.md $HERE/${KIND}_encoder_unkeyed_results.md
 cp $OUT/runs/group_encoder_keyed_by_no_task_ablation/seed1/environment.jsonl $HERE/${KIND}_encoder_unkeyed_environment.jsonl
 for reference in $(ls $OUT/runs | grep -v -e keyed_by_no_task -e one_selection_for_every_task); do
   $python benchmarks/quality_tables.py $OUT --paired_with $reference > $HERE/${KIND}_encoder_unkeyed_paired_with_$reference.md
 done
-timed "plain test loss of ${KIND}_encoder_unkeyed (plain_test_loss.py)" outputs/${KIND}_encoder_unkeyed_plain.log \
-  env PYTHONPATH=$PYTHONPATH:benchmarks $python $HERE/plain_test_loss.py $OUT ${OUT}_plain
+plain_test_losses "plain test loss of ${KIND}_encoder_unkeyed (plain_test_loss.py)" $OUT
 $python benchmarks/quality_tables.py ${OUT}_plain --paired_with shared > $HERE/${KIND}_encoder_unkeyed_plain_paired_with_shared.md

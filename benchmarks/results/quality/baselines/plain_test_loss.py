@@ -24,7 +24,7 @@ from pathlib import Path
 from headsel_recipes import run
 from headsel_recipes.arguments import RecipeTask, parse_arguments
 from headsel_recipes.data import collect_tasks, load_splits
-from headsel_recipes.environment import ENVIRONMENT_LOG_NAME
+from headsel_recipes.environment import ENVIRONMENT_LOG_NAME, recorded_recipe
 from headsel_recipes.results_keys import RUN_CONFIG_FILE, predictions_path, results_path
 from headsel_recipes.tasks import TASKS
 from quality_tables import is_finished
@@ -47,15 +47,15 @@ def training_tasks(run_folder: Path, task: RecipeTask) -> dict[str, list[str]]:
 def score_plain(run_folder: Path, out: Path) -> None:
     """Score `run_folder`'s model on its test split with the plain cross-entropy into `out`."""
     flags = json.loads((run_folder / RUN_CONFIG_FILE).read_text())
-    recipe = json.loads((run_folder / ENVIRONMENT_LOG_NAME).read_text().splitlines()[-1])["recipe"]
+    task = TASKS[recorded_recipe(run_folder)]
     if flags.get("shared_baseline"):
-        flags.update(training_tasks(run_folder, TASKS[recipe]))
+        flags.update(training_tasks(run_folder, task))
     flags.pop("resume_from_checkpoint", None)
     flags.update(PLAIN_SCORING, model_name_or_path=str(run_folder), output_dir=str(out))
     out.mkdir(parents=True, exist_ok=True)
     config = out / "plain_scoring_config.json"
     config.write_text(json.dumps(flags, indent=2))
-    run(TASKS[recipe], [str(config)])
+    run(task, [str(config)])
     shutil.copy(predictions_path(run_folder), predictions_path(out))
     shutil.copy(run_folder / ENVIRONMENT_LOG_NAME, out / ENVIRONMENT_LOG_NAME)
 

@@ -23,14 +23,9 @@ case $KIND in
   asr_600_updates) SYSTEMS+=("Adapters as many parameters as Group, trained with the model (ablation)") ;;
   *) echo "speech_route_swap.sh: asr, st or asr_600_updates, not $KIND" >&2; exit 2 ;;
 esac
-CORPUS=${KIND%%_*}  # asr_600_updates reads asr's corpus and tokenizer
-[ -d data/offline_corpus/speech/$CORPUS ] || timed "speech_route_swap.sh $KIND: corpus" outputs/${KIND}_route_swap_corpus.log \
-  .venv/bin/headsel-build-corpus --output_dir data/offline_corpus --speech
-[ -d outputs/benchmark/tokenizers/$CORPUS ] || $python benchmarks/benchmark_tokenizers.py --kinds $CORPUS
-timed "speech_route_swap.sh $KIND: retrain" $OUT/route_swap_lane1.log \
-  $python training/run_experiment.py $HERE/$KIND.yaml --output_dir $OUT --lanes 2 --systems "${SYSTEMS[@]}"
-without_progress_bars $OUT/route_swap_lane1.log $HERE/${KIND}_route_swap_lane1.log
-without_progress_bars $OUT/lane2.log $HERE/${KIND}_route_swap_lane2.log  # lane 2 logs to the output folder
+speech_inputs ${KIND%%_*}  # asr_600_updates reads asr's corpus and tokenizer
+experiment_in_two_lanes "speech_route_swap.sh $KIND: retrain" $OUT/route_swap_lane1.log $HERE/${KIND}_route_swap \
+  $HERE/$KIND.yaml --output_dir $OUT --systems "${SYSTEMS[@]}"
 $python benchmarks/quality_tables.py $OUT > $HERE/${KIND}_route_swap_retrained_supplementary.md
 cp $OUT/runs/group/seed1/environment.jsonl $HERE/${KIND}_route_swap_environment.jsonl
 misrouting_table $OUT > $HERE/${KIND}_route_swap.md

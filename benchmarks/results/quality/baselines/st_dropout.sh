@@ -8,18 +8,13 @@
 source "$(dirname "$0")/../mt_one_to_many_deep/record.sh"
 HERE=benchmarks/results/quality/baselines
 OUT=outputs/benchmark/st_dropout
-[ -d data/offline_corpus/speech/st ] || timed "st_dropout.sh: corpus" outputs/st_dropout_corpus.log \
-  .venv/bin/headsel-build-corpus --output_dir data/offline_corpus --speech
-[ -d outputs/benchmark/tokenizers/st ] || $python benchmarks/benchmark_tokenizers.py --kinds st
-timed "st_dropout.sh" $OUT/lane1.log.raw $python training/run_experiment.py $HERE/st_dropout.yaml --lanes 2
-without_progress_bars $OUT/lane1.log.raw $HERE/st_dropout_lane1.log
-without_progress_bars $OUT/lane2.log $HERE/st_dropout_lane2.log  # lane 2 logs to the output folder
+speech_inputs st
+experiment_in_two_lanes "st_dropout.sh" $OUT/lane1.log.raw $HERE/st_dropout $HERE/st_dropout.yaml
 cp $OUT/results.md $HERE/st_dropout_results.md
 for reference in shared group; do
   $python benchmarks/quality_tables.py $OUT --paired_with $reference > $HERE/st_dropout_paired_with_$reference.md
 done
-timed "st_dropout.sh: plain test loss" outputs/st_dropout_plain.log \
-  env PYTHONPATH=$PYTHONPATH:benchmarks $python $HERE/plain_test_loss.py $OUT ${OUT}_plain
+plain_test_losses "st_dropout.sh: plain test loss" $OUT
 for reference in shared group; do
   $python benchmarks/quality_tables.py ${OUT}_plain --paired_with $reference > $HERE/st_dropout_plain_paired_with_$reference.md
 done

@@ -34,6 +34,32 @@ without_progress_bars() {
   tr '\r' '\n' < "$1" | grep -v -E "[0-9]+/[0-9]+ \[[0-9:]+<|^\s*$" > "$2"
 }
 
+# speech_inputs KIND: the offline speech corpus and the benchmarks' shared tokenizer of KIND (asr, st), each built if
+# missing (the corpus's build log: outputs/speech_corpus.log)
+speech_inputs() {
+  [ -d data/offline_corpus/speech/$1 ] || timed "speech corpus ($1)" outputs/speech_corpus.log \
+    .venv/bin/headsel-build-corpus --output_dir data/offline_corpus --speech
+  [ -d outputs/benchmark/tokenizers/$1 ] || $python benchmarks/benchmark_tokenizers.py --kinds $1
+}
+
+# experiment_in_two_lanes ENTRY RAW_LOG COPY ARGS...: training/run_experiment.py ARGS in two lanes, timed as ENTRY,
+# lane 1 logging to RAW_LOG (in the experiment's output folder, where lane 2 logs to lane2.log); both logs copied
+# without their progress bars to COPY_lane1.log and COPY_lane2.log
+experiment_in_two_lanes() {
+  local entry=$1 raw=$2 copy=$3
+  shift 3
+  timed "$entry" "$raw" $python training/run_experiment.py "$@" --lanes 2
+  without_progress_bars "$raw" "${copy}_lane1.log"
+  without_progress_bars "$(dirname "$raw")/lane2.log" "${copy}_lane2.log"
+}
+
+# plain_test_losses ENTRY OUT: every finished run of the experiment folder OUT scored again without label smoothing
+# (../baselines/plain_test_loss.py) into OUT_plain, timed as ENTRY (log: outputs/<OUT's name>_plain.log)
+plain_test_losses() {
+  timed "$1" "outputs/$(basename "$2")_plain.log" \
+    env PYTHONPATH=$PYTHONPATH:benchmarks $python benchmarks/results/quality/baselines/plain_test_loss.py "$2" "$2_plain"
+}
+
 # collapse_table ARGS...: collapse.py's table rows (its progress on stderr dropped)
 collapse_table() {
   $python $DEPTH/collapse.py "$@" 2>/dev/null | grep '^|'

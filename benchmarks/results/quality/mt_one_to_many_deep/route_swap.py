@@ -23,7 +23,6 @@ shifted side, the misrouting's cost over seeds. Runs without task routing (the s
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import sys
 from pathlib import Path
@@ -33,17 +32,17 @@ from torch.nn.functional import cross_entropy
 from transformers import Speech2TextFeatureExtractor
 
 from collapse import batch, is_speech, load
+from hf_headsel.configuration_head_selection import SIDES
 from headsel_recipes.arguments import parse_arguments
 from headsel_recipes.collator import Seq2SeqCollator
 from headsel_recipes.data import load_splits
-from headsel_recipes.environment import ENVIRONMENT_LOG_NAME
+from headsel_recipes.environment import recorded_recipe
 from headsel_recipes.preprocess import prepare_split
 from headsel_recipes.recipe import numpy_view, prepare_context
 from headsel_recipes.results_keys import RUN_CONFIG_FILE
 from headsel_recipes.tasks import TASKS
 from quality_tables import mean_and_spread
 
-SIDES = ("encoder", "decoder")
 SPEECH_BATCH_SIZE = 64  # the experiments' per_device_eval_batch_size
 
 
@@ -112,8 +111,7 @@ def speech_batches(run: Path, tokenizer, model) -> list[dict[str, torch.Tensor]]
     features, tags and task ids of both sides), in batches of `SPEECH_BATCH_SIZE` examples; the examples its
     preparation skips (too long, unreadable) are counted on stderr. Batched by length (each example's loss is its own:
     the order changes the sums by rounding only)."""
-    recipe = json.loads((run / ENVIRONMENT_LOG_NAME).read_text().splitlines()[-1])["recipe"]
-    task = TASKS[recipe]
+    task = TASKS[recorded_recipe(run)]
     model_args, head_args, data_args, _ = parse_arguments([str(run / RUN_CONFIG_FILE)])
     config = model.config
     raw = load_splits(task, data_args, ["test"], config.task_type, model_args.cache_dir)
