@@ -23,8 +23,9 @@ from pathlib import Path
 
 from headsel_recipes import run
 from headsel_recipes.arguments import RecipeTask, parse_arguments
-from headsel_recipes.data import collect_tasks, load_splits
+from headsel_recipes.data import load_splits
 from headsel_recipes.environment import ENVIRONMENT_LOG_NAME, recorded_recipe
+from headsel_recipes.recipe import resolve_tasks
 from headsel_recipes.results_keys import RUN_CONFIG_FILE, predictions_path, results_path
 from headsel_recipes.tasks import TASKS
 from quality_tables import is_finished
@@ -35,12 +36,11 @@ PLAIN_SCORING = {"do_train": False, "do_eval": False, "do_predict": True, "predi
 
 
 def training_tasks(run_folder: Path, task: RecipeTask) -> dict[str, list[str]]:
-    """The task lists a shared-baseline run resolved from its training data (a stock model keeps none; without
-    training data a scoring run must be given them, and its tags follow them)."""
+    """The task lists a shared-baseline run resolved as the recipe does (its flags, else its training data: a stock
+    model keeps none; without training data a scoring run must be given them, and its tags follow them)."""
     model_args, head_args, data_args, _ = parse_arguments([str(run_folder / RUN_CONFIG_FILE)])
-    task_type = head_args.task_type or "lang"
-    raw = load_splits(task, data_args, ["train"], task_type, model_args.cache_dir)
-    encoder_tasks, decoder_tasks = collect_tasks(raw["train"], task, task_type)
+    raw = load_splits(task, data_args, ["train"], head_args.task_type or "lang", model_args.cache_dir)
+    encoder_tasks, decoder_tasks, _ = resolve_tasks(task, head_args, raw, None, None)
     return {"encoder_tasks": encoder_tasks, "decoder_tasks": decoder_tasks}
 
 
