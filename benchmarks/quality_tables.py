@@ -11,7 +11,10 @@ Two finer measures do, from what every run already wrote:
   smoothing and the KL weight are 0, as in the benchmark files);
 * chrF (sacrebleu's character n-gram F-score, for BLEU experiments) or CER (character error rate in percent after
   the WER normalisation, for WER experiments), computed from `generated_predictions.jsonl` per task and averaged
-  over the tasks like the runner's AVG column.
+  over the tasks like the runner's AVG column;
+* with `--train_loss`, the plain cross-entropy of a fixed sample of training examples in evaluation mode
+  (`train_loss_eval_mode` in `train_results.json`, which a recipe run writes after training), beside the test loss:
+  how far the test loss is from what the model reached on its training data (a memorising model: far).
 
 Cells: mean ± sample standard deviation over the finished runs in `runs/<system>/seed*/` ([`is_finished`], which
 `quality_plot.py` pairs seeds by too). With `--paired_with SYSTEM` (a run folder name, e.g. `shared`) a second table
@@ -22,20 +25,27 @@ unusable share in percentage points). Where the runs trained in more than one en
 does: a seeded run repeats bit for bit only in one.
 
     python benchmarks/quality_tables.py outputs/benchmark/mt_why --paired_with shared
+
+`--pair SYSTEM REFERENCE` (repeatable) gives chosen pairs instead, each system minus its own reference: two systems
+compared at each value of a setting both were run at.
 """
 
 from __future__ import annotations
 
 import argparse
 import statistics
+from collections.abc import Callable
 from pathlib import Path
 
 import jiwer
 
 from headsel_recipes.experiment.environments import environments_note
 from headsel_recipes.metrics import corpus_chrf, normalize_for_wer, rows_by_group, unusable_share
-from headsel_recipes.results_keys import (UNUSABLE, loss_key, predictions_path, read_predictions, read_results,
-                                          results_path, score_key)
+from headsel_recipes.results_keys import (TRAIN_LOSS_EVAL_MODE, UNUSABLE, loss_key, predictions_path,
+                                          read_predictions, read_results, results_path, score_key)
+
+# the keys of a run's scores that are not its tasks' character scores
+NOT_TASKS = {"loss", "AVG", UNUSABLE, TRAIN_LOSS_EVAL_MODE}
 
 
 def character_score(rows: list[dict], metric: str) -> dict[str, float]:
@@ -64,14 +74,18 @@ def is_finished(run_folder: Path) -> bool:
 
 def run_scores(run_folder: Path) -> tuple[str, dict[str, float]] | None:
     """The character metric of one finished run (`"chrF"` or `"CER"`) and its scores `{"loss": ..., "AVG": ...,
-    task: ..., "unusable": percent of empty or looping hypotheses}`; `None` while the run is not finished."""
+    task: ..., "unusable": percent of empty or looping hypotheses}`, and `"train_loss_eval_mode"` where the run
+    recorded it (`train_results.json`); `None` while the run is not finished."""
     if not is_finished(run_folder):
         return None
     metrics = read_results(run_folder, "predict")
     rows = read_predictions(predictions_path(run_folder))
     metric = score_name(metrics)
+    trained = results_path(run_folder, "train")
+    train_loss = read_results(run_folder, "train").get(TRAIN_LOSS_EVAL_MODE) if trained.exists() else None
     return metric, {"loss": metrics[loss_key("predict")], **character_score(rows, metric),
-                    UNUSABLE: 100 * unusable_share([row["prediction"] for row in rows])}
+                    UNUSABLE: 100 * unusable_share([row["prediction"] for row in rows]),
+                    **({TRAIN_LOSS_EVAL_MODE: train_loss} if train_loss is not None else {})}
 
 
 def score_name(predict_metrics: dict) -> str:
@@ -88,6 +102,12 @@ def mean_std(values: list[float], digits: int) -> str:
     """`"mean ± std"` of `values` (sample standard deviation, 0 for a single value), to `digits` decimals."""
     mean, spread = mean_and_spread(values)
     return f"{mean:.{digits}f} ± {spread:.{digits}f}"
+
+
+def mean_std_of(runs: list[dict[str, float]], key: str, digits: int) -> str:
+    """`mean_std` of `key` over the runs that have it; "–" where none does."""
+    values = [run[key] for run in runs if key in run]
+    return mean_std(values, digits) if values else "–"
 
 
 def paired_cells(values: list[float], reference: list[float], digits: int, higher_is_better: bool) -> tuple[str, str]:
@@ -118,21 +138,23 @@ def finished_runs(experiment_folder: Path) -> tuple[str, dict[str, dict[str, dic
     return metric, systems
 
 
-def supplementary_table(experiment_folder: Path) -> str:
-    """A Markdown table: one row per system folder under `experiment_folder/runs`."""
+def supplementary_table(experiment_folder: Path, train_loss: bool = False) -> str:
+    """A Markdown table: one row per system folder under `experiment_folder/runs`; with `train_loss`, a column of
+    the training examples' plain cross-entropy in evaluation mode after the test loss (over the runs that recorded
+    it, "–" where none did)."""
     metric, by_seed = finished_runs(experiment_folder)
     systems = {name: list(runs.values()) for name, runs in by_seed.items()}
-    tasks = sorted({key for runs in systems.values() for run in runs for key in run} - {"loss", "AVG", UNUSABLE})
+    tasks = sorted({key for runs in systems.values() for run in runs for key in run} - NOT_TASKS)
     arrow = "↓" if metric == "CER" else "↑"
+    losses = [("loss", "test loss")] + [(TRAIN_LOSS_EVAL_MODE, "train loss (eval mode)")] * train_loss
     columns = [f"{metric} AVG", *tasks, "unusable %"]
     lines = [f"**{experiment_folder.name}**: test loss (nats per token ↓) and {metric} {arrow}, mean ± std over "
              "seeds; unusable: % of the hypotheses empty or looping ↓ (`headsel_recipes.metrics.is_unusable`)", "",
-             "| System (run folder) | seeds | test loss | " + " | ".join(columns) + " |",
-             "|---|---:|---:|" + "---:|" * len(columns)]
+             "| System (run folder) | seeds | " + " | ".join([title for _, title in losses] + columns) + " |",
+             "|---|---:|" + "---:|" * (len(losses) + len(columns))]
     for name, runs in systems.items():
-        cells = [mean_std([run["loss"] for run in runs], 2)]
-        cells += [mean_std([run[key] for run in runs if key in run], 1) if any(key in run for run in runs) else "–"
-                  for key in ("AVG", *tasks, UNUSABLE)]
+        cells = [mean_std_of(runs, key, 2) for key, _ in losses]
+        cells += [mean_std_of(runs, key, 1) for key in ("AVG", *tasks, UNUSABLE)]
         lines.append(f"| {name} | {len(runs)} | " + " | ".join(cells) + " |")
     runs_folder = experiment_folder / "runs"
     lines += environments_note([(f"{name} ({seed})", runs_folder / name / seed) for name, seeds in by_seed.items()
@@ -145,22 +167,47 @@ def paired_table(experiment_folder: Path, reference: str) -> str:
     character metric's average and the share of unusable hypotheses (percentage points), mean ± std of the
     differences and how many seeds favour the system."""
     metric, systems = finished_runs(experiment_folder)
-    if reference not in systems:
-        raise ValueError(f"{experiment_folder}: no finished run of --paired_with {reference!r}; the systems with "
-                         f"finished runs are {sorted(systems)}")
+    check_systems(experiment_folder, systems, [reference], "--paired_with")
+    title = f"**{experiment_folder.name}**: each system minus `{reference}`"
+    return differences_table(title, metric, systems, [(name, reference) for name in systems if name != reference],
+                             "System (run folder)", lambda name, _: name)
+
+
+def pairs_table(experiment_folder: Path, pairs: list[tuple[str, str]]) -> str:
+    """`paired_table`'s columns for chosen pairs: each `(system, reference)` (system folders) one row, the system
+    minus its own reference, seed by seed (e.g. two systems compared at each value of a setting both were run at)."""
+    metric, systems = finished_runs(experiment_folder)
+    check_systems(experiment_folder, systems, [name for pair in pairs for name in pair], "--pair")
+    return differences_table(f"**{experiment_folder.name}**: each system minus its reference", metric, systems, pairs,
+                             "System minus reference (run folders)", lambda name, reference: f"{name} − {reference}")
+
+
+def check_systems(experiment_folder: Path, systems: dict, names: list[str], option: str) -> None:
+    """A `ValueError` naming `option` and the systems there are, unless every one of `names` has finished runs."""
+    for name in names:
+        if name not in systems:
+            raise ValueError(f"{experiment_folder}: no finished run of {option} {name!r}; the systems with finished "
+                             f"runs are {sorted(systems)}")
+
+
+def differences_table(title: str, metric: str, systems: dict[str, dict[str, dict[str, float]]],
+                      pairs: list[tuple[str, str]], first_column: str, label: Callable[[str, str], str]) -> str:
+    """The rows of `pairs` (`(system, reference)`, labelled `label(system, reference)`) over the seeds both
+    finished: mean ± std of the differences of the test loss, the character metric and the unusable share, and how
+    many seeds favour the system; a pair without a common seed is left out."""
     higher_is_better = {"loss": False, "AVG": metric != "CER", UNUSABLE: False}
-    lines = [f"**{experiment_folder.name}**: each system minus `{reference}`, paired by seed (mean ± std of the "
-             "differences; *ahead* counts the seeds where the system is better)", "",
-             f"| System (run folder) | seeds | test loss | ahead | {metric} AVG | ahead | unusable % | ahead |",
+    lines = [f"{title}, paired by seed (mean ± std of the differences; *ahead* counts the seeds where the system is "
+             "better)", "", f"| {first_column} | seeds | test loss | ahead | {metric} AVG | ahead | unusable % | ahead |",
              "|---|---:|---:|---:|---:|---:|---:|---:|"]
-    for name, runs in systems.items():
-        seeds = sorted(set(runs) & set(systems[reference]))
-        if name == reference or not seeds:
+    for name, reference in pairs:
+        runs, references = systems[name], systems[reference]
+        seeds = sorted(set(runs) & set(references))
+        if not seeds:
             continue
         cells = [cell for key, digits in (("loss", 3), ("AVG", 2), (UNUSABLE, 1)) for cell in paired_cells(
-            [runs[seed][key] for seed in seeds], [systems[reference][seed][key] for seed in seeds], digits,
+            [runs[seed][key] for seed in seeds], [references[seed][key] for seed in seeds], digits,
             higher_is_better[key])]
-        lines.append(f"| {name} | {len(seeds)} | " + " | ".join(cells) + " |")
+        lines.append(f"| {label(name, reference)} | {len(seeds)} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 
@@ -170,11 +217,18 @@ def main(args: list[str] | None = None) -> None:
     parser.add_argument("experiments", nargs="+", type=Path, help="experiment output folders")
     parser.add_argument("--paired_with", metavar="SYSTEM",
                         help="also print every system minus this one (a run folder name), paired by seed")
+    parser.add_argument("--pair", nargs=2, action="append", metavar=("SYSTEM", "REFERENCE"),
+                        help="also print SYSTEM minus REFERENCE (run folder names), paired by seed; repeat it for "
+                             "more pairs, one table")
+    parser.add_argument("--train_loss", action="store_true",
+                        help="a column of the training examples' plain cross-entropy in evaluation mode")
     options = parser.parse_args(args)
     for folder in options.experiments:
-        print(supplementary_table(folder), end="\n\n")
+        print(supplementary_table(folder, options.train_loss), end="\n\n")
         if options.paired_with:
             print(paired_table(folder, options.paired_with), end="\n\n")
+        if options.pair:
+            print(pairs_table(folder, [tuple(pair) for pair in options.pair]), end="\n\n")
 
 
 if __name__ == "__main__":

@@ -545,6 +545,54 @@ def test_quality_tables_rows_columns_and_seed_counts(tmp_path, monkeypatch):
     assert lines[5] == "| group | 3 | 2.00 ± 0.00 | 100.0 ± 0.0 | 100.0 ± 0.0 | 100.0 ± 0.0 | 0.0 ± 0.0 |"
 
 
+def test_quality_tables_train_loss_column_reads_each_runs_training_results(tmp_path):
+    """With `train_loss` the table gives, after the test loss, the mean ± std of `train_loss_eval_mode` over the runs
+    whose `train_results.json` holds it ("–" for a system where none does); without it the columns are unchanged."""
+    import quality_tables
+
+    rows = [("en-de", "Das ist gut.", "Das ist gut.")]
+    runs = tmp_path / "mt" / "runs"
+    for seed, train_loss in ((1, 1.5), (2, 2.5)):
+        write_run(runs / "group" / f"seed{seed}", {"predict_loss": 5.0, "predict_bleu": 1.0}, rows)
+        (runs / "group" / f"seed{seed}" / "train_results.json").write_text(
+            json.dumps({"train_loss": 9.0, "train_loss_eval_mode": train_loss}))
+    write_run(runs / "shared" / "seed1", {"predict_loss": 4.0, "predict_bleu": 1.0}, rows)  # no train_results.json
+    lines = quality_tables.supplementary_table(tmp_path / "mt", train_loss=True).splitlines()
+    assert lines[2] == ("| System (run folder) | seeds | test loss | train loss (eval mode) | chrF AVG | en-de "
+                        "| unusable % |")
+    assert lines[3] == "|---|---:|---:|---:|---:|---:|---:|"
+    assert lines[4] == "| group | 2 | 5.00 ± 0.00 | 2.00 ± 0.71 | 100.0 ± 0.0 | 100.0 ± 0.0 | 0.0 ± 0.0 |"
+    assert lines[5].startswith("| shared | 1 | 4.00 ± 0.00 | – | 100.0 ± 0.0 |")
+    # not a task column, and no column at all without the flag
+    plain = quality_tables.supplementary_table(tmp_path / "mt").splitlines()
+    assert plain[2] == "| System (run folder) | seeds | test loss | chrF AVG | en-de | unusable % |"
+
+
+def test_quality_tables_pairs_compare_each_system_with_its_own_reference(tmp_path, capsys):
+    """`--pair SYSTEM REFERENCE`: one row per pair, the system minus its own reference over the seeds both finished
+    (two systems at each value of a setting); a pair naming a system without finished runs is refused by name."""
+    import quality_tables
+
+    rows = [("en-de", "Das ist gut.", "Das ist gut.")]
+    runs = tmp_path / "mt" / "runs"
+    losses = {"shared": (5.0, 5.2), "group": (4.9, 5.0), "shared_dropout_0": (5.5, 5.4), "group_dropout_0": (5.6, 5.6)}
+    for system, seeds in losses.items():
+        for seed, loss in enumerate(seeds, 1):
+            write_run(runs / system / f"seed{seed}", {"predict_loss": loss, "predict_bleu": 1.0}, rows)
+    quality_tables.main([str(tmp_path / "mt"), "--pair", "group", "shared", "--pair", "group_dropout_0",
+                         "shared_dropout_0"])
+    lines = capsys.readouterr().out.splitlines()
+    start = lines.index("**mt**: each system minus its reference, paired by seed (mean ± std of the differences; "
+                        "*ahead* counts the seeds where the system is better)")
+    assert lines[start + 2].startswith("| System minus reference (run folders) | seeds | test loss | ahead |")
+    # group: -0.1, -0.2 (ahead in both); group_dropout_0: +0.1, +0.2 (behind in both)
+    assert lines[start + 4].startswith("| group − shared | 2 | -0.150 ± 0.071 | 2 of 2 |")
+    assert lines[start + 5].startswith("| group_dropout_0 − shared_dropout_0 | 2 | 0.150 ± 0.071 | 0 of 2 |")
+    assert len(lines) == start + 6 + 1  # the two rows, then the blank line print ends with
+    with pytest.raises(ValueError, match="no finished run of --pair 'adapters'"):
+        quality_tables.pairs_table(tmp_path / "mt", [("adapters", "shared")])
+
+
 def test_quality_tables_name_the_environments_of_runs_trained_in_more_than_one(tmp_path):
     """The runs' `environment.jsonl` records, read as the runner's report reads them: nothing when every run
     recorded one environment (or none did), the runs of each environment named when they differ."""
@@ -776,6 +824,15 @@ def test_plain_test_loss_scores_each_run_again_without_label_smoothing(route_swa
     for system in ("group", "shared"):
         assert loss["smoothed", system] == pytest.approx(loss["asr", system], rel=1e-6)
         assert loss["plain", system] < loss["asr", system]
+    # the training results travel with the plain scores (copied again where missing when a run is skipped), so the
+    # table's train-loss column reads the training run's own figure
+    trained = tmp_path / "plain" / "runs" / "group" / "seed1" / "train_results.json"
+    recorded = json.loads((experiment / "runs" / "group" / "seed1" / "train_results.json").read_text())
+    assert json.loads(trained.read_text()) == recorded
+    trained.unlink()
+    plain_test_loss.main([str(experiment), str(tmp_path / "plain")])
+    assert f"{recorded['train_loss_eval_mode']:.2f} ± 0.00" in quality_tables.supplementary_table(
+        tmp_path / "plain", train_loss=True).splitlines()[4]
     run = experiment / "runs" / "group" / "seed1"
     model = AutoModelForSpeechSeq2Seq.from_pretrained(run)
     batches = route_swap.speech_batches(run, Speech2TextTokenizer.from_pretrained(run), model)

@@ -9,8 +9,9 @@ cross-entropy against smoothed targets, which a flatter, less confident model lo
 they regularise (dropout, sampling noise), that ranking can differ from the plain cross-entropy's. Each run of
 EXPERIMENT/runs/<system>/seed<n>/ is scored again by its recipe, its own flags (`run_config.json`) with
 `--label_smoothing_factor 0`, no training and no generation, into OUT/runs/<system>/seed<n>/; its hypotheses
-(`generated_predictions.jsonl`) and `environment.jsonl` are copied beside, so that `benchmarks/quality_tables.py OUT`
-gives the same tables with the plain loss. Runs already scored in OUT are skipped.
+(`generated_predictions.jsonl`), `environment.jsonl` and `train_results.json` are copied beside, so that
+`benchmarks/quality_tables.py OUT` gives the same tables with the plain loss (and, with `--train_loss`, the training
+examples' plain loss beside it). Runs already scored in OUT are skipped (their records copied where missing).
 """
 
 from __future__ import annotations
@@ -56,8 +57,16 @@ def score_plain(run_folder: Path, out: Path) -> None:
     config = out / "plain_scoring_config.json"
     config.write_text(json.dumps(flags, indent=2))
     run(task, [str(config)])
+    copy_records(run_folder, out)
+
+
+def copy_records(run_folder: Path, out: Path) -> None:
+    """The training run's hypotheses, environment record and training results (where it has them) beside its plain
+    scores in `out`, for the tables."""
     shutil.copy(predictions_path(run_folder), predictions_path(out))
-    shutil.copy(run_folder / ENVIRONMENT_LOG_NAME, out / ENVIRONMENT_LOG_NAME)
+    for record in (run_folder / ENVIRONMENT_LOG_NAME, results_path(run_folder, "train")):
+        if record.exists():
+            shutil.copy(record, out / record.name)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -71,6 +80,7 @@ def main(argv: list[str] | None = None) -> None:
     for run_folder in runs:
         out = args.out / run_folder.relative_to(args.experiment)
         if results_path(out, "predict").exists():
+            copy_records(run_folder, out)
             continue
         print(f"plain test loss: {run_folder}", file=sys.stderr)
         score_plain(run_folder, out)
