@@ -39,10 +39,12 @@ from pathlib import Path
 
 import jiwer
 
+from headsel_recipes.environment import recorded_recipe
 from headsel_recipes.experiment.environments import environments_note
 from headsel_recipes.metrics import corpus_chrf, normalize_for_wer, rows_by_group, unusable_share
 from headsel_recipes.results_keys import (TRAIN_LOSS_EVAL_MODE, UNUSABLE, loss_key, predictions_path,
                                           read_predictions, read_results, results_path, score_key)
+from headsel_recipes.tasks import TASKS
 
 # the keys of a run's scores that are not its tasks' character scores
 NOT_TASKS = {"loss", "AVG", UNUSABLE, TRAIN_LOSS_EVAL_MODE}
@@ -80,7 +82,7 @@ def run_scores(run_folder: Path) -> tuple[str, dict[str, float]] | None:
         return None
     metrics = read_results(run_folder, "predict")
     rows = read_predictions(predictions_path(run_folder))
-    metric = score_name(metrics)
+    metric = score_name(metrics, run_folder)
     trained = results_path(run_folder, "train")
     train_loss = read_results(run_folder, "train").get(TRAIN_LOSS_EVAL_MODE) if trained.exists() else None
     return metric, {"loss": metrics[loss_key("predict")], **character_score(rows, metric),
@@ -88,9 +90,14 @@ def run_scores(run_folder: Path) -> tuple[str, dict[str, float]] | None:
                     **({TRAIN_LOSS_EVAL_MODE: train_loss} if train_loss is not None else {})}
 
 
-def score_name(predict_metrics: dict) -> str:
-    """CER for an experiment scored by WER, chrF for one scored by BLEU."""
-    return "CER" if score_key("wer", split="predict") in predict_metrics else "chrF"
+def score_name(predict_metrics: dict, run_folder: Path) -> str:
+    """CER for an experiment scored by WER, chrF for one scored by BLEU; a run scored without generation (neither in
+    its results: `plain_test_loss.py`'s) by the metric of the recipe its `environment.jsonl` names last."""
+    if score_key("wer", split="predict") in predict_metrics:
+        return "CER"
+    if score_key("bleu", split="predict") in predict_metrics:
+        return "chrF"
+    return "CER" if TASKS[recorded_recipe(run_folder)].metric == "wer" else "chrF"
 
 
 def mean_and_spread(values: list[float]) -> tuple[float, float]:
@@ -197,7 +204,8 @@ def differences_table(title: str, metric: str, systems: dict[str, dict[str, dict
     many seeds favour the system; a pair without a common seed is left out."""
     higher_is_better = {"loss": False, "AVG": metric != "CER", UNUSABLE: False}
     lines = [f"{title}, paired by seed (mean ± std of the differences; *ahead* counts the seeds where the system is "
-             "better)", "", f"| {first_column} | seeds | test loss | ahead | {metric} AVG | ahead | unusable % | ahead |",
+             "better)", "",
+             f"| {first_column} | seeds | test loss | ahead | {metric} AVG | ahead | unusable % | ahead |",
              "|---|---:|---:|---:|---:|---:|---:|---:|"]
     for name, reference in pairs:
         runs, references = systems[name], systems[reference]

@@ -568,6 +568,18 @@ def test_quality_tables_train_loss_column_reads_each_runs_training_results(tmp_p
     assert plain[2] == "| System (run folder) | seeds | test loss | chrF AVG | en-de | unusable % |"
 
 
+def test_quality_tables_score_a_run_without_generation_scores_by_its_recorded_recipe(tmp_path):
+    """A run scored again without generation (`plain_test_loss.py`: the loss only, no WER or BLEU in its results) is
+    scored by the metric of the recipe its `environment.jsonl` names last: CER for ASR, chrF for ST and MT."""
+    import quality_tables
+
+    for recipe, metric in (("asr", "CER"), ("st", "chrF"), ("mt", "chrF")):
+        run = tmp_path / recipe / "runs" / "shared" / "seed1"
+        write_run(run, {"predict_loss": 3.0}, [("de", "abcd", "abxd")])
+        (run / "environment.jsonl").write_text(json.dumps({"recipe": "mt"}) + "\n" + json.dumps({"recipe": recipe}))
+        assert quality_tables.run_scores(run)[0] == metric
+
+
 def test_quality_tables_pairs_compare_each_system_with_its_own_reference(tmp_path, capsys):
     """`--pair SYSTEM REFERENCE`: one row per pair, the system minus its own reference over the seeds both finished
     (two systems at each value of a setting); a pair naming a system without finished runs is refused by name."""
@@ -820,6 +832,7 @@ def test_plain_test_loss_scores_each_run_again_without_label_smoothing(route_swa
         for system in ("group", "shared"):
             run = tmp_path / name / "runs" / system / "seed1"
             assert quality_tables.is_finished(run)
+            assert quality_tables.run_scores(run)[0] == "CER"  # scored without generation too: its recipe's metric
             loss[name, system] = json.loads((run / "predict_results.json").read_text())["predict_loss"]
     for system in ("group", "shared"):
         assert loss["smoothed", system] == pytest.approx(loss["asr", system], rel=1e-6)
