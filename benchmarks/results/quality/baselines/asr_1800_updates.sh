@@ -1,0 +1,17 @@
+#!/bin/bash
+# Session 68: asr_1800_updates.yaml (asr.yaml's setup at 1,800 updates; Shared, Group and Group without the noise;
+# seeds 1-3) into outputs/benchmark/asr_1800_updates; alone, two lanes of one thread, resumable (a finished run is
+# skipped); the time in runs.txt beside this script. Then the runner's tables (asr_1800_updates_results.md), every
+# system minus Shared, paired by seed (asr_1800_updates_paired_with_shared.md), and the same with every run scored
+# again without label smoothing (plain_test_loss.py, into outputs/benchmark/asr_1800_updates_plain), with the training
+# examples' plain loss beside the test loss (asr_1800_updates_plain_paired_with_shared.md).
+source "$(dirname "$0")/../mt_one_to_many_deep/record.sh"
+HERE=benchmarks/results/quality/baselines
+OUT=outputs/benchmark/asr_1800_updates
+speech_inputs asr
+experiment_in_two_lanes "asr_1800_updates.sh" $OUT/lane1.log.raw $HERE/asr_1800_updates $HERE/asr_1800_updates.yaml
+cp $OUT/results.md $HERE/asr_1800_updates_results.md
+$python benchmarks/quality_tables.py $OUT --paired_with shared > $HERE/asr_1800_updates_paired_with_shared.md
+plain_test_losses "asr_1800_updates.sh: plain test loss" $OUT
+$python benchmarks/quality_tables.py ${OUT}_plain --train_loss --paired_with shared \
+  > $HERE/asr_1800_updates_plain_paired_with_shared.md
