@@ -4,14 +4,20 @@
 # skipped); the time in runs.txt beside this script. Then the runner's tables (asr_1800_updates_results.md), every
 # system minus Shared, paired by seed (asr_1800_updates_paired_with_shared.md), and the same with every run scored
 # again without label smoothing (plain_test_loss.py, into outputs/benchmark/asr_1800_updates_plain), with the training
-# examples' plain loss beside the test loss (asr_1800_updates_plain_paired_with_shared.md).
+# examples' plain loss beside the test loss (asr_1800_updates_plain_paired_with_shared.md); once the adapters have run,
+# every system minus them too (asr_1800_updates_paired_with_adapters.md). `asr_1800_updates.sh TAG`
+# names its runs.txt entries and lane logs by TAG (`adapters`: the system added to the YAML after the first runs).
 source "$(dirname "$0")/../mt_one_to_many_deep/record.sh"
 HERE=benchmarks/results/quality/baselines
 OUT=outputs/benchmark/asr_1800_updates
 speech_inputs asr
-experiment_in_two_lanes "asr_1800_updates.sh" $OUT/lane1.log.raw $HERE/asr_1800_updates $HERE/asr_1800_updates.yaml
+experiment_in_two_lanes "asr_1800_updates.sh${1:+ $1}" $OUT/lane1.log.raw $HERE/asr_1800_updates${1:+_$1} \
+  $HERE/asr_1800_updates.yaml
 cp $OUT/results.md $HERE/asr_1800_updates_results.md
 $python benchmarks/quality_tables.py $OUT --paired_with shared > $HERE/asr_1800_updates_paired_with_shared.md
-plain_test_losses "asr_1800_updates.sh: plain test loss" $OUT
+ADAPTERS=adapters_as_many_parameters_as_group_trained_with_the_model_ablation
+[ -d $OUT/runs/$ADAPTERS ] && $python benchmarks/quality_tables.py $OUT --paired_with $ADAPTERS \
+  > $HERE/asr_1800_updates_paired_with_adapters.md
+plain_test_losses "asr_1800_updates.sh${1:+ $1}: plain test loss" $OUT
 $python benchmarks/quality_tables.py ${OUT}_plain --train_loss --paired_with shared \
   > $HERE/asr_1800_updates_plain_paired_with_shared.md
