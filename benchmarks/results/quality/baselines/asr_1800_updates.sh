@@ -1,12 +1,13 @@
 #!/bin/bash
-# Session 68: asr_1800_updates.yaml (asr.yaml's setup at 1,800 updates; Shared, Group and Group without the noise;
-# seeds 1-3) into outputs/benchmark/asr_1800_updates; alone, two lanes of one thread, resumable (a finished run is
-# skipped); the time in runs.txt beside this script. Then the runner's tables (asr_1800_updates_results.md), every
-# system minus Shared, paired by seed (asr_1800_updates_paired_with_shared.md), and the same with every run scored
-# again without label smoothing (plain_test_loss.py, into outputs/benchmark/asr_1800_updates_plain), with the training
-# examples' plain loss beside the test loss (asr_1800_updates_plain_paired_with_shared.md); once the adapters have run,
-# every system minus them too (asr_1800_updates_paired_with_adapters.md). `asr_1800_updates.sh TAG`
-# names its runs.txt entries and lane logs by TAG (`adapters`: the system added to the YAML after the first runs).
+# Session 68: asr_1800_updates.yaml (asr.yaml's setup at 1,800 updates; Shared, Group and Group without the noise; seeds
+# 1-3) into outputs/benchmark/asr_1800_updates; alone, two lanes of one thread, resumable (a finished run is skipped);
+# the time in runs.txt beside this script. Then the runner's tables (asr_1800_updates_results.md), every system minus
+# Shared and minus Group, paired by seed (asr_1800_updates_paired_with_{shared,group}.md), and the same with every run
+# scored again without label smoothing (plain_test_loss.py, into outputs/benchmark/asr_1800_updates_plain), with the
+# training examples' plain loss beside the test loss (asr_1800_updates_plain_paired_with_shared.md); once the adapters
+# have run, every system minus them too (asr_1800_updates_paired_with_adapters.md). `asr_1800_updates.sh TAG` names its
+# runs.txt entries and lane logs by TAG (`adapters`, `one_selection`: the systems added to the YAML after the first
+# runs).
 source "$(dirname "$0")/../mt_one_to_many_deep/record.sh"
 HERE=benchmarks/results/quality/baselines
 OUT=outputs/benchmark/asr_1800_updates
@@ -14,7 +15,9 @@ speech_inputs asr
 experiment_in_two_lanes "asr_1800_updates.sh${1:+ $1}" $OUT/lane1.log.raw $HERE/asr_1800_updates${1:+_$1} \
   $HERE/asr_1800_updates.yaml
 cp $OUT/results.md $HERE/asr_1800_updates_results.md
-$python benchmarks/quality_tables.py $OUT --paired_with shared > $HERE/asr_1800_updates_paired_with_shared.md
+for reference in shared group; do
+  $python benchmarks/quality_tables.py $OUT --paired_with $reference > $HERE/asr_1800_updates_paired_with_$reference.md
+done
 ADAPTERS=adapters_as_many_parameters_as_group_trained_with_the_model_ablation
 [ -d $OUT/runs/$ADAPTERS ] && $python benchmarks/quality_tables.py $OUT --paired_with $ADAPTERS \
   > $HERE/asr_1800_updates_paired_with_adapters.md
