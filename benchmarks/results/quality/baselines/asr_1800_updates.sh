@@ -6,8 +6,9 @@
 # scored again without label smoothing (plain_test_loss.py, into outputs/benchmark/asr_1800_updates_plain), with the
 # training examples' plain loss beside the test loss (asr_1800_updates_plain_paired_with_shared.md); once the adapters
 # have run, every system minus them too (asr_1800_updates_paired_with_adapters.md). `asr_1800_updates.sh TAG` names its
-# runs.txt entries and lane logs by TAG (`adapters`, `one_selection`: the systems added to the YAML after the first
-# runs).
+# runs.txt entries and lane logs by TAG (`adapters`, `one_selection`, `dropout`: the systems added to the YAML after
+# the first runs). Once the regulariser controls have run (session 69), Group minus Shared at each dropout setting both
+# ran at, with the smoothed and the plain loss (asr_1800_updates_matched.md, asr_1800_updates_plain_matched.md).
 source "$(dirname "$0")/../mt_one_to_many_deep/record.sh"
 HERE=benchmarks/results/quality/baselines
 OUT=outputs/benchmark/asr_1800_updates
@@ -24,3 +25,12 @@ ADAPTERS=adapters_as_many_parameters_as_group_trained_with_the_model_ablation
 plain_test_losses "asr_1800_updates.sh${1:+ $1}: plain test loss" $OUT
 $python benchmarks/quality_tables.py ${OUT}_plain --train_loss --paired_with shared \
   > $HERE/asr_1800_updates_plain_paired_with_shared.md
+# Group minus Shared at each setting both ran at: dropout 0.1 (asr.yaml's), 0.2, 0.3, attention dropout 0.1 on top
+MATCHED=(--pair group shared
+         --pair group_dropout_0_2_regulariser_control shared_dropout_0_2_regulariser_control
+         --pair group_dropout_0_3_regulariser_control shared_dropout_0_3_regulariser_control
+         --pair group_attention_dropout_0_1_regulariser_control shared_attention_dropout_0_1_regulariser_control)
+if [ -d $OUT/runs/group_attention_dropout_0_1_regulariser_control ]; then
+  $python benchmarks/quality_tables.py $OUT "${MATCHED[@]}" > $HERE/asr_1800_updates_matched.md
+  $python benchmarks/quality_tables.py ${OUT}_plain --train_loss "${MATCHED[@]}" > $HERE/asr_1800_updates_plain_matched.md
+fi
