@@ -6,16 +6,20 @@
 # Group without the noise minus Shared at each dropout setting (_matched.md), the same with every run scored again
 # without label smoothing (plain_test_loss.py, into outputs/benchmark/mt_one_to_many_deep_dropout_plain:
 # _plain_matched.md, the training examples' plain loss beside the test loss), and collapse.py's table (_collapse.md).
+# `run_lr_0.001_warmup_400_dropout.sh TAG` names its runs.txt entries and lane logs by TAG (`attention_dropout`: the
+# systems added to the YAML after the first runs).
 source "$(dirname "$0")/record.sh"
 NAME=lr_0.001_warmup_400_dropout
 OUT=outputs/benchmark/mt_one_to_many_deep_dropout
-experiment_in_two_lanes "run_$NAME.sh" $OUT/lane1.log $HERE/$NAME $HERE/$NAME.yaml
+experiment_in_two_lanes "run_$NAME.sh${1:+ $1}" $OUT/lane1.log $HERE/$NAME${1:+_$1} $HERE/$NAME.yaml
 cp $OUT/results.md $HERE/${NAME}_results.md
 $python benchmarks/quality_tables.py $OUT --paired_with shared > $HERE/${NAME}_paired_with_shared.md
 MATCHED=(--pair group_no_sampling_noise_ablation shared
          --pair group_no_sampling_noise_dropout_0_2_regulariser_control shared_dropout_0_2_regulariser_control
-         --pair group_no_sampling_noise_dropout_0_3_regulariser_control shared_dropout_0_3_regulariser_control)
+         --pair group_no_sampling_noise_dropout_0_3_regulariser_control shared_dropout_0_3_regulariser_control
+         --pair group_no_sampling_noise_attention_dropout_0_1_regulariser_control
+                shared_attention_dropout_0_1_regulariser_control)
 $python benchmarks/quality_tables.py $OUT "${MATCHED[@]}" > $HERE/${NAME}_matched.md
-plain_test_losses "run_$NAME.sh: plain test loss" $OUT
+plain_test_losses "run_$NAME.sh${1:+ $1}: plain test loss" $OUT
 $python benchmarks/quality_tables.py ${OUT}_plain --train_loss "${MATCHED[@]}" > $HERE/${NAME}_plain_matched.md
 collapse_table $OUT > $HERE/${NAME}_collapse.md
