@@ -881,6 +881,42 @@ def test_rerun_check_writes_a_short_training_only_copy_of_a_run_config(rerun_che
         "output_dir": str(tmp_path / "short" / "run"), "cache_dir": str(tmp_path / "short" / "cache")}
 
 
+@pytest.fixture
+def lane_log_pairs(monkeypatch):
+    return import_depth_script(monkeypatch, "lane_log_pairs")
+
+
+def lane_log(runs: list[tuple[str, int, float | None]]) -> str:
+    """A lane log as `experiment_in_two_lanes` writes one: each run's output folder, then its test scores (none for
+    a run that stopped)."""
+    text = ""
+    for system, seed, loss in runs:
+        text += f"output_dir=outputs/benchmark/x/runs/{system}/seed{seed},\nINFO - training ...\n"
+        if loss is not None:
+            text += f"  predict_loss                =     {loss}\n  predict_unusable            =     0.5\n"
+    return text
+
+
+def test_lane_log_pairs_pairs_runs_by_seed_across_logs_and_leaves_out_stopped_runs(lane_log_pairs, tmp_path):
+    (tmp_path / "first_lane1.log").write_text(lane_log([("shared", 1, 4.7), ("group", 1, 4.5), ("group", 2, 4.0)]))
+    (tmp_path / "second_lane1.log").write_text(lane_log([("shared", 2, 4.6), ("group", 3, None), ("shared", 3, 4.0)]))
+    scores = lane_log_pairs.read_scores(sorted(tmp_path.glob("*.log")))
+    assert scores[("group", 2)] == {"loss": 4.0, "unusable": 50.0}
+    assert ("group", 3) not in scores  # stopped: no test scores
+    table = lane_log_pairs.main([str(tmp_path / "*_lane*.log"), "--pair", "group", "shared"])
+    assert "| group − shared | 2 | -0.400 ± 0.283 | 2 of 2 | -0.200 (1) / -0.600 (2) | 0.0 ± 0.0 | 0 of 2 |" in table
+
+
+def test_lane_log_pairs_refuses_a_run_found_twice_and_a_pair_without_a_common_seed(lane_log_pairs, tmp_path):
+    (tmp_path / "a.log").write_text(lane_log([("shared", 1, 4.7)]))
+    (tmp_path / "b.log").write_text(lane_log([("shared", 1, 4.6), ("group", 2, 4.5)]))
+    with pytest.raises(ValueError, match="shared seed 1 is in .*a.log and in .*b.log"):
+        lane_log_pairs.read_scores([tmp_path / "a.log", tmp_path / "b.log"])
+    scores = lane_log_pairs.read_scores([tmp_path / "b.log"])
+    with pytest.raises(ValueError, match="no seed has runs of both 'group' and 'shared'"):
+        lane_log_pairs.pairs_table(scores, [("group", "shared")])
+
+
 def test_quality_plot_refuses_repeated_panel_titles_and_system_labels(tmp_path, capsys):
     import quality_plot
 

@@ -1,0 +1,88 @@
+# Copyright 2026 The hf-headsel authors. Licensed under the Apache License, Version 2.0.
+"""Systems paired by seed from an experiment's lane logs, for parts of one experiment run in different sessions whose
+run folders are not all kept (session 71: the depth dropout controls, seeds 1-3 in session 70, seeds 4-5 in 71).
+
+Every run a lane log trained is read from its `output_dir=.../runs/<system>/seed<k>` line and its test scores
+(`predict_loss`, `predict_unusable`); a run without them (stopped) is left out, and a system and seed found twice is
+an error, as its pairs would be ambiguous. Each pair compares two runs of one seed; runs of one seed trained in one
+session pair as `quality_tables.py` pairs run folders.
+
+    python benchmarks/results/quality/mt_one_to_many_deep/lane_log_pairs.py "LOGS_GLOB" --pair SYSTEM REFERENCE ...
+
+Needs `benchmarks/` on `PYTHONPATH` (quality_tables.py's paired cells).
+"""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import re
+from pathlib import Path
+
+from quality_tables import paired_cells
+
+RUN = re.compile(r"^output_dir=\S*runs/([a-z0-9_.]+)/seed(\d+),?$", re.MULTILINE)
+SCORES = {"loss": re.compile(r"^\s*predict_loss\s*=\s*([0-9.]+)$", re.MULTILINE),
+          "unusable": re.compile(r"^\s*predict_unusable\s*=\s*([0-9.]+)$", re.MULTILINE)}
+
+
+def read_scores(logs: list[Path]) -> dict[tuple[str, int], dict[str, float]]:
+    """`{(system, seed): {"loss": test loss, "unusable": percent of unusable hypotheses}}` of every finished run
+    in `logs`."""
+    scores: dict[tuple[str, int], dict[str, float]] = {}
+    where: dict[tuple[str, int], Path] = {}
+    for log in logs:
+        text = log.read_text(errors="replace")
+        starts = list(RUN.finditer(text))
+        for start, end in zip(starts, [*starts[1:], None]):
+            part = text[start.start():end.start() if end else len(text)]
+            found = {key: pattern.search(part) for key, pattern in SCORES.items()}
+            if not all(found.values()):
+                continue
+            run = (start.group(1), int(start.group(2)))
+            if run in scores:
+                raise ValueError(f"{run[0]} seed {run[1]} is in {where[run]} and in {log}: one run per system and "
+                                 "seed, or its pairs would be ambiguous")
+            scores[run] = {"loss": float(found["loss"].group(1)), "unusable": 100 * float(found["unusable"].group(1))}
+            where[run] = log
+    return scores
+
+
+def pairs_table(scores: dict[tuple[str, int], dict[str, float]], pairs: list[tuple[str, str]]) -> str:
+    """A Markdown table: each `(system, reference)` one row, the system minus the reference over the seeds both have,
+    mean ± std of the differences, the seeds where the system is better, and the test loss difference seed by seed."""
+    lines = ["Each system minus its reference, paired by seed over the lane logs (mean ± std of the differences; "
+             "*ahead* counts the seeds where the system is better)", "",
+             "| System minus reference (run folders) | seeds | test loss | ahead | by seed | unusable % | ahead |",
+             "|---|---:|---:|---:|---|---:|---:|"]
+    for system, reference in pairs:
+        seeds = sorted(seed for name, seed in scores if name == system and (reference, seed) in scores)
+        if not seeds:
+            raise ValueError(f"no seed has runs of both {system!r} and {reference!r}; the systems found are "
+                             f"{sorted({name for name, _ in scores})}")
+        cells = [cell for key, digits in (("loss", 3), ("unusable", 1)) for cell in paired_cells(
+            [scores[(system, seed)][key] for seed in seeds], [scores[(reference, seed)][key] for seed in seeds],
+            digits, higher_is_better=False)]
+        by_seed = " / ".join(f"{scores[(system, seed)]['loss'] - scores[(reference, seed)]['loss']:+.3f} ({seed})"
+                             for seed in seeds)
+        lines.append(f"| {system} − {reference} | {len(seeds)} | {cells[0]} | {cells[1]} | {by_seed} | "
+                     f"{cells[2]} | {cells[3]} |")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> str:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("logs", nargs="+", help="lane logs, or glob patterns of them")
+    parser.add_argument("--pair", nargs=2, action="append", required=True, metavar=("SYSTEM", "REFERENCE"),
+                        help="SYSTEM minus REFERENCE (run folder names), paired by seed; repeat it for more rows")
+    args = parser.parse_args(argv)
+    logs = sorted({Path(path) for pattern in args.logs for path in glob.glob(pattern)})
+    if not logs:
+        parser.error(f"no lane log matches {args.logs}")
+    table = pairs_table(read_scores(logs), [tuple(pair) for pair in args.pair])
+    print(table, end="")
+    return table
+
+
+if __name__ == "__main__":
+    main()
