@@ -29,6 +29,8 @@ plain_test_losses "run_$NAME.sh${1:+ $1}: plain test loss" $OUT
 $python benchmarks/quality_tables.py ${OUT}_plain --train_loss "${MATCHED[@]}" > $HERE/${PART}_plain_matched.md
 collapse_table $OUT > $HERE/${PART}_collapse.md
 # every seed of the file, from the lane logs: each control minus Shared at 0.1, and the matched pairs
-PYTHONPATH=$PYTHONPATH:benchmarks $python $HERE/lane_log_pairs.py "$HERE/${NAME}*_lane*.log" \
+# (named one by one: ${NAME}_baselines_*.log are another file's, with runs of the same names and seeds)
+LOGS=("$HERE/$NAME"{,_attention_dropout,_seeds_4_5}"_lane*.log")
+PYTHONPATH=$PYTHONPATH:benchmarks $python $HERE/lane_log_pairs.py "${LOGS[@]}" \
   --pair shared_dropout_0_2_regulariser_control shared --pair shared_dropout_0_3_regulariser_control shared \
   --pair shared_attention_dropout_0_1_regulariser_control shared "${MATCHED[@]}" > $HERE/${NAME}_five_seeds.md

@@ -6,19 +6,27 @@
 # Shared at 0.1, paired by seed (_paired_with_shared.md), each system minus Shared at its own dropout setting
 # (_matched.md), the same with every run scored again without label smoothing (plain_test_loss.py:
 # _plain_matched.md, the training examples' plain loss beside the test loss), and collapse.py's table (_collapse.md).
+# Session 73: `run_lr_0.001_warmup_400_dropout_baselines.sh seeds_4_5` runs the file's seeds 4-5
+# (${NAME}_seeds_4_5.yaml, its own output folder; every table above named ${NAME}_seeds_4_5_*.md), then pairs seeds
+# 1-5 from every lane log of the file (lane_log_pairs.py: ${NAME}_five_seeds.md), each pair of one session.
 source "$(dirname "$0")/record.sh"
 NAME=lr_0.001_warmup_400_dropout_baselines
 OUT=outputs/benchmark/mt_one_to_many_deep_dropout_baselines
+PART=$NAME  # the YAML this part runs and its tables' names: the file's own, or a part with its own YAML
+if [ -f "$HERE/${NAME}_$1.yaml" ]; then PART=${NAME}_$1 OUT=${OUT}_$1; fi
 ADAPTERS=adapters_as_many_parameters_as_group
-experiment_in_two_lanes "run_$NAME.sh" $OUT/lane1.log $HERE/$NAME $HERE/$NAME.yaml
-cp $OUT/results.md $HERE/${NAME}_results.md
-$python benchmarks/quality_tables.py $OUT --paired_with shared > $HERE/${NAME}_paired_with_shared.md
+experiment_in_two_lanes "run_$NAME.sh${1:+ $1}" $OUT/lane1.log $HERE/$NAME${1:+_$1} $HERE/$PART.yaml
+cp $OUT/results.md $HERE/${PART}_results.md
+$python benchmarks/quality_tables.py $OUT --paired_with shared > $HERE/${PART}_paired_with_shared.md
 MATCHED=(--pair ${ADAPTERS}_trained_with_the_model_ablation shared --pair group shared)
 for rate in 0_2 0_3; do
   MATCHED+=(--pair ${ADAPTERS}_dropout_${rate}_regulariser_control shared_dropout_${rate}_regulariser_control
             --pair group_dropout_${rate}_regulariser_control shared_dropout_${rate}_regulariser_control)
 done
-$python benchmarks/quality_tables.py $OUT "${MATCHED[@]}" > $HERE/${NAME}_matched.md
-plain_test_losses "run_$NAME.sh: plain test loss" $OUT
-$python benchmarks/quality_tables.py ${OUT}_plain --train_loss "${MATCHED[@]}" > $HERE/${NAME}_plain_matched.md
-collapse_table $OUT > $HERE/${NAME}_collapse.md
+$python benchmarks/quality_tables.py $OUT "${MATCHED[@]}" > $HERE/${PART}_matched.md
+plain_test_losses "run_$NAME.sh${1:+ $1}: plain test loss" $OUT
+$python benchmarks/quality_tables.py ${OUT}_plain --train_loss "${MATCHED[@]}" > $HERE/${PART}_plain_matched.md
+collapse_table $OUT > $HERE/${PART}_collapse.md
+# every seed of the file, from the lane logs: each system minus Shared at its own dropout setting
+PYTHONPATH=$PYTHONPATH:benchmarks $python $HERE/lane_log_pairs.py "$HERE/${NAME}*_lane*.log" "${MATCHED[@]}" \
+  > $HERE/${NAME}_five_seeds.md
