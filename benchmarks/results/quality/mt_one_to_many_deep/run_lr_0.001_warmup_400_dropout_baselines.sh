@@ -35,7 +35,6 @@ plain_test_losses "run_$NAME.sh${1:+ $1}: plain test loss" $OUT
 $python benchmarks/quality_tables.py ${OUT}_plain --train_loss "${MATCHED[@]}" > $HERE/${PART}_plain_matched.md
 collapse_table $OUT > $HERE/${PART}_collapse.md
 # every seed of the file, from the lane logs: each system minus Shared at its own dropout setting
-PAIRS=("${DROPOUT[@]}")
-if ls $HERE/${NAME}_attention_dropout_lane*.log > /dev/null 2>&1; then PAIRS+=("${ATTENTION_PAIRS[@]}"); fi
-PYTHONPATH=$PYTHONPATH:benchmarks $python $HERE/lane_log_pairs.py "$HERE/${NAME}*_lane*.log" "${PAIRS[@]}" \
+PYTHONPATH=$PYTHONPATH:benchmarks $python $HERE/lane_log_pairs.py "$HERE/${NAME}*_lane*.log" \
+  "${DROPOUT[@]}" "${ATTENTION_PAIRS[@]}" \
   > $HERE/${NAME}_five_seeds.md
