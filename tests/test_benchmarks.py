@@ -23,6 +23,7 @@ import benchmark_tokenizers  # benchmarks/ is on the test path (`pythonpath` in 
 import copy_source_chrf
 import cost_plot
 import corpus_overlap
+import lane_logs
 import overhead
 from headsel_recipes.experiment.spec import load_experiment
 from headsel_recipes.recipe import run as recipe_run
@@ -900,19 +901,26 @@ def lane_log(runs: list[tuple[str, int, float | None]]) -> str:
 def test_lane_log_pairs_pairs_runs_by_seed_across_logs_and_leaves_out_stopped_runs(lane_log_pairs, tmp_path):
     (tmp_path / "first_lane1.log").write_text(lane_log([("shared", 1, 4.7), ("group", 1, 4.5), ("group", 2, 4.0)]))
     (tmp_path / "second_lane1.log").write_text(lane_log([("shared", 2, 4.6), ("group", 3, None), ("shared", 3, 4.0)]))
-    scores = lane_log_pairs.read_scores(sorted(tmp_path.glob("*.log")))
+    scores = lane_logs.read_scores(sorted(tmp_path.glob("*.log")))
     assert scores[("group", 2)] == {"loss": 4.0, "unusable": 50.0}
     assert ("group", 3) not in scores  # stopped: no test scores
     table = lane_log_pairs.main([str(tmp_path / "*_lane*.log"), "--pair", "group", "shared"])
     assert "| group − shared | 2 | -0.400 ± 0.283 | 2 of 2 | -0.200 (1) / -0.600 (2) | 0.0 ± 0.0 | 0 of 2 |" in table
 
 
-def test_lane_log_pairs_refuses_a_run_found_twice_and_a_pair_without_a_common_seed(lane_log_pairs, tmp_path):
+def test_lane_logs_read_a_reproduced_run_once_and_refuse_one_found_twice_with_other_scores(tmp_path):
     (tmp_path / "a.log").write_text(lane_log([("shared", 1, 4.7)]))
+    (tmp_path / "again.log").write_text(lane_log([("shared", 1, 4.7), ("group", 1, 4.5)]))
     (tmp_path / "b.log").write_text(lane_log([("shared", 1, 4.6), ("group", 2, 4.5)]))
-    with pytest.raises(ValueError, match="shared seed 1 is in .*a.log and in .*b.log"):
-        lane_log_pairs.read_scores([tmp_path / "a.log", tmp_path / "b.log"])
-    scores = lane_log_pairs.read_scores([tmp_path / "b.log"])
+    assert lane_logs.read_scores([tmp_path / "a.log", tmp_path / "again.log"]) == {
+        ("shared", 1): {"loss": 4.7, "unusable": 50.0}, ("group", 1): {"loss": 4.5, "unusable": 50.0}}
+    with pytest.raises(ValueError, match="shared seed 1 is in .*a.log and in .*b.log with other scores"):
+        lane_logs.read_scores([tmp_path / "a.log", tmp_path / "b.log"])
+
+
+def test_lane_log_pairs_refuses_a_pair_without_a_common_seed(lane_log_pairs, tmp_path):
+    (tmp_path / "b.log").write_text(lane_log([("shared", 1, 4.6), ("group", 2, 4.5)]))
+    scores = lane_logs.read_scores([tmp_path / "b.log"])
     with pytest.raises(ValueError, match="no seed has runs of both 'group' and 'shared'"):
         lane_log_pairs.pairs_table(scores, [("group", "shared")])
 

@@ -9,17 +9,40 @@
 # runs.txt entries and lane logs by TAG (`adapters`, `one_selection`, `dropout`: the systems added to the YAML after
 # the first runs). Once the regulariser controls have run (session 69), Group minus Shared at each dropout setting both
 # ran at, with the smoothed and the plain loss (asr_1800_updates_matched.md, asr_1800_updates_plain_matched.md).
+# Session 74: `asr_1800_updates.sh combination` runs asr_1800_updates_combination.yaml (its own output folder: the
+# session-68 run folders are not kept): its tables paired with its Shared (smoothed and plain), then, from the lane
+# logs (lane_log_pairs.py), both combinations minus Shared and session 68's adapters and paper's Group
+# (asr_1800_updates_combination_pairs.md; Shared's reruns must score as session 68's to be read with its lane logs).
 source "$(dirname "$0")/../mt_one_to_many_deep/record.sh"
 HERE=benchmarks/results/quality/baselines
 OUT=outputs/benchmark/asr_1800_updates
+PART=asr_1800_updates  # the YAML this part runs and its tables' names: the file's own, or a part with its own YAML
+if [ -f "$HERE/${PART}_$1.yaml" ]; then PART=${PART}_$1 OUT=${OUT}_$1; fi
 speech_inputs asr
 experiment_in_two_lanes "asr_1800_updates.sh${1:+ $1}" $OUT/lane1.log.raw $HERE/asr_1800_updates${1:+_$1} \
-  $HERE/asr_1800_updates.yaml
+  $HERE/$PART.yaml
+ADAPTERS=adapters_as_many_parameters_as_group_trained_with_the_model_ablation
+if [ "$PART" != asr_1800_updates ]; then
+  cp $OUT/results.md $HERE/${PART}_results.md
+  $python benchmarks/quality_tables.py $OUT --paired_with shared > $HERE/${PART}_paired_with_shared.md
+  plain_test_losses "asr_1800_updates.sh $1: plain test loss" $OUT
+  $python benchmarks/quality_tables.py ${OUT}_plain --train_loss --paired_with shared \
+    > $HERE/${PART}_plain_paired_with_shared.md
+  COMBINATIONS=(group_no_sampling_noise_plus_adapters_trained_with_the_model_ablation
+                group_plus_adapters_trained_with_the_model_ablation)
+  PAIRS=()
+  for system in "${COMBINATIONS[@]}"; do
+    PAIRS+=(--pair $system shared --pair $system $ADAPTERS --pair $system group)
+  done
+  PAIRS+=(--pair ${COMBINATIONS[1]} ${COMBINATIONS[0]} --pair $ADAPTERS shared --pair group shared)
+  PYTHONPATH=$PYTHONPATH:benchmarks $python $DEPTH/lane_log_pairs.py "$HERE/asr_1800_updates_lane*.log" \
+    "$HERE/asr_1800_updates_adapters_lane*.log" "$HERE/${PART}_lane*.log" "${PAIRS[@]}" > $HERE/${PART}_pairs.md
+  exit
+fi
 cp $OUT/results.md $HERE/asr_1800_updates_results.md
 for reference in shared group; do
   $python benchmarks/quality_tables.py $OUT --paired_with $reference > $HERE/asr_1800_updates_paired_with_$reference.md
 done
-ADAPTERS=adapters_as_many_parameters_as_group_trained_with_the_model_ablation
 [ -d $OUT/runs/$ADAPTERS ] && $python benchmarks/quality_tables.py $OUT --paired_with $ADAPTERS \
   > $HERE/asr_1800_updates_paired_with_adapters.md
 plain_test_losses "asr_1800_updates.sh${1:+ $1}: plain test loss" $OUT

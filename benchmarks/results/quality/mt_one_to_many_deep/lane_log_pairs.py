@@ -2,50 +2,23 @@
 """Systems paired by seed from an experiment's lane logs, for parts of one experiment run in different sessions whose
 run folders are not all kept (session 71: the depth dropout controls, seeds 1-3 in session 70, seeds 4-5 in 71).
 
-Every run a lane log trained is read from its `output_dir=.../runs/<system>/seed<k>` line and its test scores
-(`predict_loss`, `predict_unusable`); a run without them (stopped) is left out, and a system and seed found twice is
-an error, as its pairs would be ambiguous. Each pair compares two runs of one seed; runs of one seed trained in one
-session pair as `quality_tables.py` pairs run folders.
+Every run a lane log trained is read by `lane_logs.read_scores` (a run found twice must have the same scores). Each
+pair compares two runs of one seed; runs of one seed trained in one session pair as `quality_tables.py` pairs run
+folders.
 
     python benchmarks/results/quality/mt_one_to_many_deep/lane_log_pairs.py "LOGS_GLOB" --pair SYSTEM REFERENCE ...
 
-Needs `benchmarks/` on `PYTHONPATH` (quality_tables.py's paired cells).
+Needs `benchmarks/` on `PYTHONPATH` (lane_logs.py, and quality_tables.py's paired cells).
 """
 
 from __future__ import annotations
 
 import argparse
 import glob
-import re
 from pathlib import Path
 
+from lane_logs import read_scores
 from quality_tables import paired_cells
-
-RUN = re.compile(r"^output_dir=\S*runs/([a-z0-9_.]+)/seed(\d+),?$", re.MULTILINE)
-SCORES = {"loss": re.compile(r"^\s*predict_loss\s*=\s*([0-9.]+)$", re.MULTILINE),
-          "unusable": re.compile(r"^\s*predict_unusable\s*=\s*([0-9.]+)$", re.MULTILINE)}
-
-
-def read_scores(logs: list[Path]) -> dict[tuple[str, int], dict[str, float]]:
-    """`{(system, seed): {"loss": test loss, "unusable": percent of unusable hypotheses}}` of every finished run
-    in `logs`."""
-    scores: dict[tuple[str, int], dict[str, float]] = {}
-    where: dict[tuple[str, int], Path] = {}
-    for log in logs:
-        text = log.read_text(errors="replace")
-        starts = list(RUN.finditer(text))
-        for start, end in zip(starts, [*starts[1:], None]):
-            part = text[start.start():end.start() if end else len(text)]
-            found = {key: pattern.search(part) for key, pattern in SCORES.items()}
-            if not all(found.values()):
-                continue
-            run = (start.group(1), int(start.group(2)))
-            if run in scores:
-                raise ValueError(f"{run[0]} seed {run[1]} is in {where[run]} and in {log}: one run per system and "
-                                 "seed, or its pairs would be ambiguous")
-            scores[run] = {"loss": float(found["loss"].group(1)), "unusable": 100 * float(found["unusable"].group(1))}
-            where[run] = log
-    return scores
 
 
 def pairs_table(scores: dict[tuple[str, int], dict[str, float]], pairs: list[tuple[str, str]]) -> str:
