@@ -13,33 +13,54 @@ left out of that panel. A run is finished as `quality_tables.is_finished` says, 
 ones `quality_tables.py --paired_with` pairs, and the differences, printed as a Markdown table too, are its loss
 column. Panel titles and system labels must be distinct. When the runs paired trained in more than one environment
 (their `environment.jsonl`), a note after the table names which ran where, as the experiment reports do.
+
+A panel whose run folders are not kept reads its runs' test losses from the experiment's tracked lane logs instead
+(`lane_logs.read_scores`; the losses as printed, rounded to four decimals): `--panel_logs TITLE LOG [LOG ...]`, each
+LOG a file or a glob pattern. Such a panel has no `environment.jsonl` to name; the experiment's `results.md` does.
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
+import glob
 from pathlib import Path
 
 from headsel_recipes.experiment.environments import environments_note
 from headsel_recipes.results_keys import loss_key, read_results
+from lane_logs import read_scores
 from quality_tables import is_finished, mean_and_spread
 
+# Where a panel's runs are: an experiment output folder, or the lane logs that trained them
+Source = Path | tuple[Path, ...]
 
-def seed_losses(experiment_folder: Path, system: str) -> dict[str, float]:
-    """`{seed folder: test loss}` of the finished runs of one system (`quality_tables.is_finished`)."""
-    runs = sorted((experiment_folder / "runs" / system).glob("seed*"))
+
+@functools.cache
+def logged_scores(logs: tuple[Path, ...]) -> dict[tuple[str, int], dict[str, float]]:
+    """`lane_logs.read_scores` of a panel's lane logs, read once for all its systems."""
+    return read_scores(list(logs))
+
+
+def seed_losses(source: Source, system: str) -> dict[str, float]:
+    """`{seed folder: test loss}` of the finished runs of one system (`quality_tables.is_finished`; from lane logs,
+    the runs with a test loss)."""
+    if isinstance(source, tuple):
+        return {f"seed{seed}": scores["loss"] for (name, seed), scores in sorted(logged_scores(source).items())
+                if name == system}
+    runs = sorted((source / "runs" / system).glob("seed*"))
     return {run.name: read_results(run, "predict")[loss_key("predict")] for run in runs if is_finished(run)}
 
 
-def paired_differences(experiment_folder: Path, system: str, reference: str) -> dict[str, float]:
+def paired_differences(source: Source, system: str, reference: str) -> dict[str, float]:
     """`{seed folder: system's test loss - reference's}` over the seeds both finished."""
-    losses, reference_losses = seed_losses(experiment_folder, system), seed_losses(experiment_folder, reference)
+    losses, reference_losses = seed_losses(source, system), seed_losses(source, reference)
     if not reference_losses:
-        raise ValueError(f"{experiment_folder}: no finished run of the reference {reference!r}")
+        where = source if isinstance(source, Path) else ", ".join(str(log) for log in source)
+        raise ValueError(f"{where}: no finished run of the reference {reference!r}")
     return {seed: losses[seed] - reference_losses[seed] for seed in sorted(set(losses) & set(reference_losses))}
 
 
-def collect(panels: list[tuple[str, Path]], systems: list[tuple[str, str]], reference: str
+def collect(panels: list[tuple[str, Source]], systems: list[tuple[str, str]], reference: str
             ) -> dict[str, dict[str, dict[str, float]]]:
     """`{panel title: {system label: {seed: difference}}}`, systems without a paired seed left out."""
     return {title: {label: differences for folder, label in systems
@@ -47,12 +68,15 @@ def collect(panels: list[tuple[str, Path]], systems: list[tuple[str, str]], refe
             for title, experiment in panels}
 
 
-def paired_runs(differences: dict[str, dict[str, dict[str, float]]], panels: list[tuple[str, Path]],
+def paired_runs(differences: dict[str, dict[str, dict[str, float]]], panels: list[tuple[str, Source]],
                 systems: list[tuple[str, str]], reference: str) -> list[tuple[str, Path]]:
-    """`(name, run folder)` of every run [`collect`]'s `differences` were computed from, the reference's included."""
+    """`(name, run folder)` of every run [`collect`]'s `differences` were computed from, the reference's included
+    (none of a panel read from lane logs: its run folders are not there)."""
     folder_of = {label: folder for folder, label in systems}
     named = []
     for title, experiment in panels:
+        if isinstance(experiment, tuple):
+            continue
         by_system = differences[title]
         reference_seeds = {seed for seeds in by_system.values() for seed in seeds}
         for folder, seeds in [*((folder_of[label], seeds) for label, seeds in by_system.items()),
@@ -126,22 +150,42 @@ def repeated(names: list[str]) -> list[str]:
     return list(dict.fromkeys(name for name in names if names.count(name) > 1))
 
 
+class PanelAction(argparse.Action):
+    """`--panel TITLE EXPERIMENT` and `--panel_logs TITLE LOG [LOG ...]` append `(title, source)` to `panels`, in
+    the order given: an experiment folder, or the lane logs the glob patterns match (sorted)."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        title, *paths = values
+        if not paths:
+            parser.error(f"{option_string} {title!r}: name the panel's lane logs after its title")
+        source: Source = Path(paths[0])
+        if option_string == "--panel_logs":
+            source = tuple(sorted({Path(path) for pattern in paths for path in glob.glob(pattern)}))
+            if not source:
+                parser.error(f"--panel_logs {title!r}: no lane log matches {paths}")
+        namespace.panels = [*(namespace.panels or []), (title, source)]
+
+
 def main(args: list[str] | None = None) -> dict[str, dict[str, dict[str, float]]]:
     """Print the table of paired differences (and draw it with `--output`); returns them, as [`collect`] does."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--panel", nargs=2, action="append", required=True, metavar=("TITLE", "EXPERIMENT"),
+    parser.add_argument("--panel", nargs=2, action=PanelAction, dest="panels", metavar=("TITLE", "EXPERIMENT"),
                         help="a panel: its title and an experiment output folder (repeat for more)")
+    parser.add_argument("--panel_logs", nargs="+", action=PanelAction, dest="panels", metavar="TITLE LOG",
+                        help="a panel read from lane logs: its title, then the logs or glob patterns of them")
     parser.add_argument("--system", nargs=2, action="append", required=True, metavar=("FOLDER", "LABEL"),
                         help="a system: its run folder name and its label in the plot (repeat for more)")
     parser.add_argument("--reference", default="shared", help="the run folder every system is paired with")
     parser.add_argument("--output", type=Path, help="where to write the PNG (default: print the table only)")
     options = parser.parse_args(args)
+    if not options.panels:
+        parser.error("give at least one --panel or --panel_logs")
     labels = [label for _, label in options.system]
+    panels = options.panels
     # collect keys panels by title and systems by label: a repeated one would silently overwrite the other
-    for option, names in (("--panel titles", [title for title, _ in options.panel]), ("--system labels", labels)):
+    for option, names in (("--panel titles", [title for title, _ in panels]), ("--system labels", labels)):
         if repeated(names):
             parser.error(f"{option} must be distinct; repeated: {repeated(names)}")
-    panels = [(title, Path(folder)) for title, folder in options.panel]
     systems = [(folder, label) for folder, label in options.system]
     differences = collect(panels, systems, options.reference)
     if not drawn_labels(differences, labels):

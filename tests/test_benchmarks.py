@@ -925,6 +925,27 @@ def test_lane_log_pairs_refuses_a_pair_without_a_common_seed(lane_log_pairs, tmp
         lane_log_pairs.pairs_table(scores, [("group", "shared")])
 
 
+def test_quality_plot_reads_a_panel_from_lane_logs_in_the_order_given(tmp_path, capsys):
+    """A panel whose run folders are not kept pairs the test losses its lane logs printed, seed by seed, as a panel of
+    run folders pairs its runs'; panels keep the order given, whichever option gave them."""
+    import quality_plot
+
+    for system, seed, loss in (("shared", 1, 4.0), ("group", 1, 3.9), ("shared", 2, 4.2), ("group", 2, 4.0)):
+        write_run(tmp_path / "mt" / "runs" / system / f"seed{seed}", {"predict_loss": loss}, [("en-de", "a", "a")])
+    (tmp_path / "asr_lane1.log").write_text(lane_log([("shared", 1, 4.5), ("group", 1, 4.25)]))
+    (tmp_path / "asr_lane2.log").write_text(lane_log([("shared", 2, 4.5), ("group", 2, 4.75), ("group", 3, None)]))
+    differences = quality_plot.main(["--panel_logs", "ASR", str(tmp_path / "asr_lane*.log"), "--panel", "MT",
+                                     str(tmp_path / "mt"), "--system", "group", "Group"])
+    assert list(differences) == ["ASR", "MT"]
+    assert differences["ASR"]["Group"] == pytest.approx({"seed1": -0.25, "seed2": 0.25})  # seed 3 stopped
+    assert differences["MT"]["Group"] == pytest.approx({"seed1": -0.1, "seed2": -0.2})
+    assert "| test cross-entropy minus shared's, paired by seed | ASR | MT |" in capsys.readouterr().out
+    for argv, error in (([str(tmp_path / "none*.log")], "no lane log matches"), ([], "name the panel's lane logs")):
+        with pytest.raises(SystemExit):
+            quality_plot.main(["--panel_logs", "ASR", *argv, "--system", "group", "Group"])
+        assert error in capsys.readouterr().err
+
+
 def test_quality_plot_refuses_repeated_panel_titles_and_system_labels(tmp_path, capsys):
     import quality_plot
 
