@@ -13,6 +13,9 @@
 # session-68 run folders are not kept): its tables paired with its Shared (smoothed and plain), then, from the lane
 # logs (lane_log_pairs.py), both combinations minus Shared and session 68's adapters and paper's Group
 # (asr_1800_updates_combination_pairs.md; Shared's reruns must score as session 68's to be read with its lane logs).
+# `asr_1800_updates.sh seeds_4_5` runs asr_1800_updates_seeds_4_5.yaml (Shared, the paper's Group, the adapters and
+# the paper's Group plus adapters, seeds 4-5), its tables as the combination's, then seeds 1-5 of them paired from
+# every lane log of the experiment (asr_1800_updates_five_seeds.md).
 source "$(dirname "$0")/../mt_one_to_many_deep/record.sh"
 HERE=benchmarks/results/quality/baselines
 OUT=outputs/benchmark/asr_1800_updates
@@ -30,13 +33,20 @@ if [ "$PART" != asr_1800_updates ]; then
     > $HERE/${PART}_plain_paired_with_shared.md
   COMBINATIONS=(group_no_sampling_noise_plus_adapters_trained_with_the_model_ablation
                 group_plus_adapters_trained_with_the_model_ablation)
-  PAIRS=()
-  for system in "${COMBINATIONS[@]}"; do
-    PAIRS+=(--pair $system shared --pair $system $ADAPTERS --pair $system group)
-  done
-  PAIRS+=(--pair ${COMBINATIONS[1]} ${COMBINATIONS[0]} --pair $ADAPTERS shared --pair group shared)
-  PYTHONPATH=$PYTHONPATH:benchmarks $python $DEPTH/lane_log_pairs.py "$HERE/asr_1800_updates_lane*.log" \
-    "$HERE/asr_1800_updates_adapters_lane*.log" "$HERE/${PART}_lane*.log" "${PAIRS[@]}" > $HERE/${PART}_pairs.md
+  if [ "$1" = combination ]; then
+    PAIRS=()
+    for system in "${COMBINATIONS[@]}"; do
+      PAIRS+=(--pair $system shared --pair $system $ADAPTERS --pair $system group)
+    done
+    PAIRS+=(--pair ${COMBINATIONS[1]} ${COMBINATIONS[0]} --pair $ADAPTERS shared --pair group shared)
+    PYTHONPATH=$PYTHONPATH:benchmarks $python $DEPTH/lane_log_pairs.py "$HERE/asr_1800_updates_lane*.log" \
+      "$HERE/asr_1800_updates_adapters_lane*.log" "$HERE/${PART}_lane*.log" "${PAIRS[@]}" > $HERE/${PART}_pairs.md
+  else  # seeds_4_5: seeds 1-5 from every lane log of the experiment
+    PYTHONPATH=$PYTHONPATH:benchmarks $python $DEPTH/lane_log_pairs.py "$HERE/asr_1800_updates*_lane*.log" \
+      --pair ${COMBINATIONS[1]} $ADAPTERS --pair ${COMBINATIONS[1]} group --pair group $ADAPTERS \
+      --pair group shared --pair $ADAPTERS shared --pair ${COMBINATIONS[1]} shared \
+      > $HERE/asr_1800_updates_five_seeds.md
+  fi
   exit
 fi
 cp $OUT/results.md $HERE/asr_1800_updates_results.md
