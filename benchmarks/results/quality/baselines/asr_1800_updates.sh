@@ -16,6 +16,9 @@
 # `asr_1800_updates.sh seeds_4_5` runs asr_1800_updates_seeds_4_5.yaml (Shared, the paper's Group, the adapters and
 # the paper's Group plus adapters, seeds 4-5), its tables as the combination's, then seeds 1-5 of them paired from
 # every lane log of the experiment (asr_1800_updates_five_seeds.md).
+# `asr_1800_updates.sh matched_adapters` runs asr_1800_updates_matched_adapters.yaml (adapters as many parameters as
+# the paper's Group plus adapters, seeds 1-5, no Shared of its own): its plain scores, and its pairs from every lane log
+# (asr_1800_updates_matched_adapters_pairs.md).
 source "$(dirname "$0")/../mt_one_to_many_deep/record.sh"
 HERE=benchmarks/results/quality/baselines
 OUT=outputs/benchmark/asr_1800_updates
@@ -27,13 +30,22 @@ experiment_in_two_lanes "asr_1800_updates.sh${1:+ $1}" $OUT/lane1.log.raw $HERE/
 ADAPTERS=adapters_as_many_parameters_as_group_trained_with_the_model_ablation
 if [ "$PART" != asr_1800_updates ]; then
   cp $OUT/results.md $HERE/${PART}_results.md
-  $python benchmarks/quality_tables.py $OUT --paired_with shared > $HERE/${PART}_paired_with_shared.md
   plain_test_losses "asr_1800_updates.sh $1: plain test loss" $OUT
-  $python benchmarks/quality_tables.py ${OUT}_plain --train_loss --paired_with shared \
-    > $HERE/${PART}_plain_paired_with_shared.md
+  if [ -d $OUT/runs/shared ]; then
+    $python benchmarks/quality_tables.py $OUT --paired_with shared > $HERE/${PART}_paired_with_shared.md
+    $python benchmarks/quality_tables.py ${OUT}_plain --train_loss --paired_with shared \
+      > $HERE/${PART}_plain_paired_with_shared.md
+  else  # no Shared of its own (matched_adapters): its plain scores alone, its pairs from the lane logs below
+    $python benchmarks/quality_tables.py ${OUT}_plain --train_loss > $HERE/${PART}_plain.md
+  fi
   COMBINATIONS=(group_no_sampling_noise_plus_adapters_trained_with_the_model_ablation
                 group_plus_adapters_trained_with_the_model_ablation)
-  if [ "$1" = combination ]; then
+  if [ "$1" = matched_adapters ]; then
+    MATCHED=adapters_as_many_parameters_as_group_plus_adapters_trained_with_the_model_ablation
+    PYTHONPATH=$PYTHONPATH:benchmarks $python $DEPTH/lane_log_pairs.py "$HERE/asr_1800_updates*_lane*.log" \
+      --pair ${COMBINATIONS[1]} $MATCHED --pair $MATCHED $ADAPTERS --pair $MATCHED shared \
+      > $HERE/${PART}_pairs.md
+  elif [ "$1" = combination ]; then
     PAIRS=()
     for system in "${COMBINATIONS[@]}"; do
       PAIRS+=(--pair $system shared --pair $system $ADAPTERS --pair $system group)
