@@ -5,18 +5,25 @@ record scripts copy beside their YAML files are tracked, the run folders are not
 
 Every run a lane log trained is read from its `output_dir=.../runs/<system>/seed<k>` line and its test scores, as
 the recipes print them (rounded to four decimals): `predict_loss`, and `predict_unusable` where printed (runs before
-session 32 have none); a run without a test loss (stopped) is left out. A system and seed found twice with different scores is an error, as its pairs would be
-ambiguous; found twice with the same scores (a run trained again that reproduced), it is read once.
+session 32 have none); a run without a test loss (stopped) is left out. A system and seed found twice with
+different scores is an error, as its pairs would be ambiguous; found twice with the same scores (a run trained again
+that reproduced), it is read once.
 """
 
 from __future__ import annotations
 
+import glob
 import re
 from pathlib import Path
 
 RUN = re.compile(r"^output_dir=\S*runs/([a-z0-9_.]+)/seed(\d+),?$", re.MULTILINE)
 SCORES = {"loss": re.compile(r"^\s*predict_loss\s*=\s*([0-9.]+)$", re.MULTILINE),
           "unusable": re.compile(r"^\s*predict_unusable\s*=\s*([0-9.]+)$", re.MULTILINE)}
+
+
+def matching_logs(patterns: list[str]) -> list[Path]:
+    """The lane logs the files or glob patterns name, sorted, each once."""
+    return sorted({Path(path) for pattern in patterns for path in glob.glob(pattern)})
 
 
 def read_scores(logs: list[Path]) -> dict[tuple[str, int], dict[str, float]]:

@@ -23,12 +23,11 @@ from __future__ import annotations
 
 import argparse
 import functools
-import glob
 from pathlib import Path
 
 from headsel_recipes.experiment.environments import environments_note
 from headsel_recipes.results_keys import loss_key, read_results
-from lane_logs import read_scores
+from lane_logs import matching_logs, read_scores
 from quality_tables import is_finished, mean_and_spread
 
 # Where a panel's runs are: an experiment output folder, or the lane logs that trained them
@@ -160,7 +159,7 @@ class PanelAction(argparse.Action):
             parser.error(f"{option_string} {title!r}: name the panel's lane logs after its title")
         source: Source = Path(paths[0])
         if option_string == "--panel_logs":
-            source = tuple(sorted({Path(path) for pattern in paths for path in glob.glob(pattern)}))
+            source = tuple(matching_logs(paths))
             if not source:
                 parser.error(f"--panel_logs {title!r}: no lane log matches {paths}")
         namespace.panels = [*(namespace.panels or []), (title, source)]

@@ -14,10 +14,8 @@ Needs `benchmarks/` on `PYTHONPATH` (lane_logs.py, and quality_tables.py's paire
 from __future__ import annotations
 
 import argparse
-import glob
-from pathlib import Path
 
-from lane_logs import read_scores
+from lane_logs import matching_logs, read_scores
 from quality_tables import paired_cells
 
 
@@ -49,7 +47,7 @@ def main(argv: list[str] | None = None) -> str:
     parser.add_argument("--pair", nargs=2, action="append", required=True, metavar=("SYSTEM", "REFERENCE"),
                         help="SYSTEM minus REFERENCE (run folder names), paired by seed; repeat it for more rows")
     args = parser.parse_args(argv)
-    logs = sorted({Path(path) for pattern in args.logs for path in glob.glob(pattern)})
+    logs = matching_logs(args.logs)
     if not logs:
         parser.error(f"no lane log matches {args.logs}")
     table = pairs_table(read_scores(logs), [tuple(pair) for pair in args.pair])
