@@ -19,6 +19,10 @@
 # `asr_1800_updates.sh matched_adapters` runs asr_1800_updates_matched_adapters.yaml (adapters as many parameters as
 # the paper's Group plus adapters, seeds 1-5, no Shared of its own): its plain scores, and its pairs from every lane log
 # (asr_1800_updates_matched_adapters_pairs.md).
+# Session 75: `asr_1800_updates.sh attention_dropout_adapters` runs asr_1800_updates_attention_dropout_adapters.yaml
+# (the adapters of the combination's size and the paper's Group plus adapters, each with attention dropout 0.1, seeds
+# 1-5, no Shared of its own): its plain scores, and its pairs from every lane log
+# (asr_1800_updates_attention_dropout_adapters_pairs.md).
 source "$(dirname "$0")/../mt_one_to_many_deep/record.sh"
 HERE=benchmarks/results/quality/baselines
 OUT=outputs/benchmark/asr_1800_updates
@@ -35,13 +39,21 @@ if [ "$PART" != asr_1800_updates ]; then
     $python benchmarks/quality_tables.py $OUT --paired_with shared > $HERE/${PART}_paired_with_shared.md
     $python benchmarks/quality_tables.py ${OUT}_plain --train_loss --paired_with shared \
       > $HERE/${PART}_plain_paired_with_shared.md
-  else  # no Shared of its own (matched_adapters): its plain scores alone, its pairs from the lane logs below
+  else  # no Shared of its own (matched_adapters, attention_dropout_adapters): its plain scores alone, its pairs from
+        # the lane logs below
     $python benchmarks/quality_tables.py ${OUT}_plain --train_loss > $HERE/${PART}_plain.md
   fi
   COMBINATIONS=(group_no_sampling_noise_plus_adapters_trained_with_the_model_ablation
                 group_plus_adapters_trained_with_the_model_ablation)
-  if [ "$1" = matched_adapters ]; then
-    MATCHED=adapters_as_many_parameters_as_group_plus_adapters_trained_with_the_model_ablation
+  MATCHED=adapters_as_many_parameters_as_group_plus_adapters_trained_with_the_model_ablation
+  if [ "$1" = attention_dropout_adapters ]; then
+    MATCHED_AD=adapters_as_many_parameters_as_group_plus_adapters_attention_dropout_0_1_regulariser_control
+    COMBINATION_AD=group_plus_adapters_attention_dropout_0_1_regulariser_control
+    PYTHONPATH=$PYTHONPATH:benchmarks $python $DEPTH/lane_log_pairs.py "$HERE/asr_1800_updates*_lane*.log" \
+      --pair ${COMBINATIONS[1]} $MATCHED_AD --pair $MATCHED_AD $MATCHED --pair $COMBINATION_AD $MATCHED_AD \
+      --pair $COMBINATION_AD ${COMBINATIONS[1]} --pair $MATCHED_AD shared --pair $COMBINATION_AD shared \
+      > $HERE/${PART}_pairs.md
+  elif [ "$1" = matched_adapters ]; then
     PYTHONPATH=$PYTHONPATH:benchmarks $python $DEPTH/lane_log_pairs.py "$HERE/asr_1800_updates*_lane*.log" \
       --pair ${COMBINATIONS[1]} $MATCHED --pair $MATCHED $ADAPTERS --pair $MATCHED shared \
       > $HERE/${PART}_pairs.md
