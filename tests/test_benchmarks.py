@@ -887,14 +887,15 @@ def lane_log_pairs(monkeypatch):
     return import_depth_script(monkeypatch, "lane_log_pairs")
 
 
-def lane_log(runs: list[tuple[str, int, float | None]]) -> str:
+def lane_log(runs: list[tuple[str, int, float | None]], unusable: bool = True) -> str:
     """A lane log as `experiment_in_two_lanes` writes one: each run's output folder, then its test scores (none for
-    a run that stopped)."""
+    a run that stopped; no unusable share with `unusable=False`, as the recipes before session 32 printed)."""
     text = ""
     for system, seed, loss in runs:
         text += f"output_dir=outputs/benchmark/x/runs/{system}/seed{seed},\nINFO - training ...\n"
         if loss is not None:
-            text += f"  predict_loss                =     {loss}\n  predict_unusable            =     0.5\n"
+            text += f"  predict_loss                =     {loss}\n"
+            text += "  predict_unusable            =     0.5\n" if unusable else ""
     return text
 
 
@@ -906,6 +907,18 @@ def test_lane_log_pairs_pairs_runs_by_seed_across_logs_and_leaves_out_stopped_ru
     assert ("group", 3) not in scores  # stopped: no test scores
     table = lane_log_pairs.main([str(tmp_path / "*_lane*.log"), "--pair", "group", "shared"])
     assert "| group − shared | 2 | -0.400 ± 0.283 | 2 of 2 | -0.200 (1) / -0.600 (2) | 0.0 ± 0.0 | 0 of 2 |" in table
+
+
+def test_lane_log_pairs_pair_the_unusable_share_only_where_both_logs_printed_it(lane_log_pairs, tmp_path):
+    (tmp_path / "old_lane1.log").write_text(lane_log([("shared", 1, 4.7), ("group", 1, 4.5)], unusable=False))
+    (tmp_path / "new_lane1.log").write_text(lane_log([("shared", 2, 4.6), ("group", 2, 4.0), ("adapters", 2, 4.1)]))
+    (tmp_path / "older_lane1.log").write_text(lane_log([("adapters", 1, 4.4)], unusable=False))
+    table = lane_log_pairs.main([str(tmp_path / "*_lane*.log"), "--pair", "group", "shared",
+                                 "--pair", "adapters", "shared"])
+    assert "| group − shared | 2 | -0.400 ± 0.283 | 2 of 2 | -0.200 (1) / -0.600 (2) | 0.0 ± 0.0 | 0 of 1 |" in table
+    scores = lane_logs.read_scores([tmp_path / "old_lane1.log", tmp_path / "older_lane1.log"])
+    assert "| adapters − shared | 1 | -0.300 ± 0.000 | 1 of 1 | -0.300 (1) | – | – |" in lane_log_pairs.pairs_table(
+        scores, [("adapters", "shared")])
 
 
 def test_lane_logs_read_a_reproduced_run_once_and_refuse_one_found_twice_with_other_scores(tmp_path):

@@ -21,7 +21,8 @@ from quality_tables import paired_cells
 
 def pairs_table(scores: dict[tuple[str, int], dict[str, float]], pairs: list[tuple[str, str]]) -> str:
     """A Markdown table: each `(system, reference)` one row, the system minus the reference over the seeds both have,
-    mean ± std of the differences, the seeds where the system is better, and the test loss difference seed by seed."""
+    mean ± std of the differences, the seeds where the system is better, and the test loss difference seed by seed.
+    The unusable share is paired over the seeds whose logs printed it for both (none before session 32: "–")."""
     lines = ["Each system minus its reference, paired by seed over the lane logs (mean ± std of the differences; "
              "*ahead* counts the seeds where the system is better)", "",
              "| System minus reference (run folders) | seeds | test loss | ahead | by seed | unusable % | ahead |",
@@ -31,14 +32,23 @@ def pairs_table(scores: dict[tuple[str, int], dict[str, float]], pairs: list[tup
         if not seeds:
             raise ValueError(f"no seed has runs of both {system!r} and {reference!r}; the systems found are "
                              f"{sorted({name for name, _ in scores})}")
-        cells = [cell for key, digits in (("loss", 3), ("unusable", 1)) for cell in paired_cells(
-            [scores[(system, seed)][key] for seed in seeds], [scores[(reference, seed)][key] for seed in seeds],
-            digits, higher_is_better=False)]
+        cells = [*paired_score_cells(scores, system, reference, seeds, "loss", 3),
+                 *paired_score_cells(scores, system, reference, seeds, "unusable", 1)]
         by_seed = " / ".join(f"{scores[(system, seed)]['loss'] - scores[(reference, seed)]['loss']:+.3f} ({seed})"
                              for seed in seeds)
         lines.append(f"| {system} − {reference} | {len(seeds)} | {cells[0]} | {cells[1]} | {by_seed} | "
                      f"{cells[2]} | {cells[3]} |")
     return "\n".join(lines) + "\n"
+
+
+def paired_score_cells(scores: dict[tuple[str, int], dict[str, float]], system: str, reference: str,
+                       seeds: list[int], key: str, digits: int) -> tuple[str, str]:
+    """`paired_cells` of score `key` over those of `seeds` where both runs have it; `("–", "–")` where none has."""
+    have = [seed for seed in seeds if key in scores[(system, seed)] and key in scores[(reference, seed)]]
+    if not have:
+        return "–", "–"
+    return paired_cells([scores[(system, seed)][key] for seed in have],
+                        [scores[(reference, seed)][key] for seed in have], digits, higher_is_better=False)
 
 
 def main(argv: list[str] | None = None) -> str:
