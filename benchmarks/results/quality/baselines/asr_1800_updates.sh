@@ -22,7 +22,10 @@
 # Session 75: `asr_1800_updates.sh attention_dropout_adapters` runs asr_1800_updates_attention_dropout_adapters.yaml
 # (the adapters of the combination's size and the paper's Group plus adapters, each with attention dropout 0.1, seeds
 # 1-5, no Shared of its own): its plain scores, and its pairs from every lane log
-# (asr_1800_updates_attention_dropout_adapters_pairs.md).
+# (asr_1800_updates_attention_dropout_adapters_pairs.md). `asr_1800_updates.sh attention_dropout_group_size_adapters`
+# runs asr_1800_updates_attention_dropout_group_size_adapters.yaml (the adapters of Group's size with attention dropout
+# 0.1, seeds 1-4), its plain scores and its pairs from every lane log, with session 69's paper's Group and Shared with
+# attention dropout (asr_1800_updates_attention_dropout_group_size_adapters_pairs.md).
 source "$(dirname "$0")/../mt_one_to_many_deep/record.sh"
 HERE=benchmarks/results/quality/baselines
 OUT=outputs/benchmark/asr_1800_updates
@@ -39,16 +42,22 @@ if [ "$PART" != asr_1800_updates ]; then
     $python benchmarks/quality_tables.py $OUT --paired_with shared > $HERE/${PART}_paired_with_shared.md
     $python benchmarks/quality_tables.py ${OUT}_plain --train_loss --paired_with shared \
       > $HERE/${PART}_plain_paired_with_shared.md
-  else  # no Shared of its own (matched_adapters, attention_dropout_adapters): its plain scores alone, its pairs from
+  else  # no Shared of its own (matched_adapters, attention_dropout_*): its plain scores alone, its pairs from
         # the lane logs below
     $python benchmarks/quality_tables.py ${OUT}_plain --train_loss > $HERE/${PART}_plain.md
   fi
   COMBINATIONS=(group_no_sampling_noise_plus_adapters_trained_with_the_model_ablation
                 group_plus_adapters_trained_with_the_model_ablation)
   MATCHED=adapters_as_many_parameters_as_group_plus_adapters_trained_with_the_model_ablation
-  if [ "$1" = attention_dropout_adapters ]; then
-    MATCHED_AD=adapters_as_many_parameters_as_group_plus_adapters_attention_dropout_0_1_regulariser_control
-    COMBINATION_AD=group_plus_adapters_attention_dropout_0_1_regulariser_control
+  MATCHED_AD=adapters_as_many_parameters_as_group_plus_adapters_attention_dropout_0_1_regulariser_control
+  COMBINATION_AD=group_plus_adapters_attention_dropout_0_1_regulariser_control
+  if [ "$1" = attention_dropout_group_size_adapters ]; then
+    ADAPTERS_AD=adapters_as_many_parameters_as_group_attention_dropout_0_1_regulariser_control
+    PYTHONPATH=$PYTHONPATH:benchmarks $python $DEPTH/lane_log_pairs.py "$HERE/asr_1800_updates*_lane*.log" \
+      --pair group_attention_dropout_0_1_regulariser_control $ADAPTERS_AD --pair $ADAPTERS_AD $ADAPTERS \
+      --pair $ADAPTERS_AD shared_attention_dropout_0_1_regulariser_control --pair $ADAPTERS_AD shared \
+      --pair $MATCHED_AD $ADAPTERS_AD --pair $COMBINATION_AD $ADAPTERS_AD > $HERE/${PART}_pairs.md
+  elif [ "$1" = attention_dropout_adapters ]; then
     PYTHONPATH=$PYTHONPATH:benchmarks $python $DEPTH/lane_log_pairs.py "$HERE/asr_1800_updates*_lane*.log" \
       --pair ${COMBINATIONS[1]} $MATCHED_AD --pair $MATCHED_AD $MATCHED --pair $COMBINATION_AD $MATCHED_AD \
       --pair $COMBINATION_AD ${COMBINATIONS[1]} --pair $MATCHED_AD shared --pair $COMBINATION_AD shared \
