@@ -51,35 +51,32 @@ if [ "$PART" != asr_1800_updates ]; then
   MATCHED=adapters_as_many_parameters_as_group_plus_adapters_trained_with_the_model_ablation
   MATCHED_AD=adapters_as_many_parameters_as_group_plus_adapters_attention_dropout_0_1_regulariser_control
   COMBINATION_AD=group_plus_adapters_attention_dropout_0_1_regulariser_control
-  if [ "$1" = attention_dropout_group_size_adapters ]; then
-    ADAPTERS_AD=adapters_as_many_parameters_as_group_attention_dropout_0_1_regulariser_control
-    PYTHONPATH=$PYTHONPATH:benchmarks $python $DEPTH/lane_log_pairs.py "$HERE/asr_1800_updates*_lane*.log" \
-      --pair group_attention_dropout_0_1_regulariser_control $ADAPTERS_AD --pair $ADAPTERS_AD $ADAPTERS \
-      --pair $ADAPTERS_AD shared_attention_dropout_0_1_regulariser_control --pair $ADAPTERS_AD shared \
-      --pair $MATCHED_AD $ADAPTERS_AD --pair $COMBINATION_AD $ADAPTERS_AD > $HERE/${PART}_pairs.md
-  elif [ "$1" = attention_dropout_adapters ]; then
-    PYTHONPATH=$PYTHONPATH:benchmarks $python $DEPTH/lane_log_pairs.py "$HERE/asr_1800_updates*_lane*.log" \
-      --pair ${COMBINATIONS[1]} $MATCHED_AD --pair $MATCHED_AD $MATCHED --pair $COMBINATION_AD $MATCHED_AD \
-      --pair $COMBINATION_AD ${COMBINATIONS[1]} --pair $MATCHED_AD shared --pair $COMBINATION_AD shared \
-      > $HERE/${PART}_pairs.md
-  elif [ "$1" = matched_adapters ]; then
-    PYTHONPATH=$PYTHONPATH:benchmarks $python $DEPTH/lane_log_pairs.py "$HERE/asr_1800_updates*_lane*.log" \
-      --pair ${COMBINATIONS[1]} $MATCHED --pair $MATCHED $ADAPTERS --pair $MATCHED shared \
-      > $HERE/${PART}_pairs.md
-  elif [ "$1" = combination ]; then
-    PAIRS=()
-    for system in "${COMBINATIONS[@]}"; do
-      PAIRS+=(--pair $system shared --pair $system $ADAPTERS --pair $system group)
-    done
-    PAIRS+=(--pair ${COMBINATIONS[1]} ${COMBINATIONS[0]} --pair $ADAPTERS shared --pair group shared)
-    PYTHONPATH=$PYTHONPATH:benchmarks $python $DEPTH/lane_log_pairs.py "$HERE/asr_1800_updates_lane*.log" \
-      "$HERE/asr_1800_updates_adapters_lane*.log" "$HERE/${PART}_lane*.log" "${PAIRS[@]}" > $HERE/${PART}_pairs.md
-  else  # seeds_4_5: seeds 1-5 from every lane log of the experiment
-    PYTHONPATH=$PYTHONPATH:benchmarks $python $DEPTH/lane_log_pairs.py "$HERE/asr_1800_updates*_lane*.log" \
-      --pair ${COMBINATIONS[1]} $ADAPTERS --pair ${COMBINATIONS[1]} group --pair group $ADAPTERS \
-      --pair group shared --pair $ADAPTERS shared --pair ${COMBINATIONS[1]} shared \
-      > $HERE/asr_1800_updates_five_seeds.md
-  fi
+  ADAPTERS_AD=adapters_as_many_parameters_as_group_attention_dropout_0_1_regulariser_control
+  LOGS=("$HERE/asr_1800_updates*_lane*.log")  # every lane log of the experiment, but for the combination's table
+  TABLE=$HERE/${PART}_pairs.md
+  case "$1" in
+    attention_dropout_group_size_adapters)
+      PAIRS=(--pair group_attention_dropout_0_1_regulariser_control $ADAPTERS_AD --pair $ADAPTERS_AD $ADAPTERS
+             --pair $ADAPTERS_AD shared_attention_dropout_0_1_regulariser_control --pair $ADAPTERS_AD shared
+             --pair $MATCHED_AD $ADAPTERS_AD --pair $COMBINATION_AD $ADAPTERS_AD) ;;
+    attention_dropout_adapters)
+      PAIRS=(--pair ${COMBINATIONS[1]} $MATCHED_AD --pair $MATCHED_AD $MATCHED --pair $COMBINATION_AD $MATCHED_AD
+             --pair $COMBINATION_AD ${COMBINATIONS[1]} --pair $MATCHED_AD shared --pair $COMBINATION_AD shared) ;;
+    matched_adapters)
+      PAIRS=(--pair ${COMBINATIONS[1]} $MATCHED --pair $MATCHED $ADAPTERS --pair $MATCHED shared) ;;
+    combination)  # session 68's and its own lane logs (the later parts' did not exist yet)
+      LOGS=("$HERE/asr_1800_updates_lane*.log" "$HERE/asr_1800_updates_adapters_lane*.log" "$HERE/${PART}_lane*.log")
+      PAIRS=()
+      for system in "${COMBINATIONS[@]}"; do
+        PAIRS+=(--pair $system shared --pair $system $ADAPTERS --pair $system group)
+      done
+      PAIRS+=(--pair ${COMBINATIONS[1]} ${COMBINATIONS[0]} --pair $ADAPTERS shared --pair group shared) ;;
+    *)  # seeds_4_5: seeds 1-5 from every lane log of the experiment
+      TABLE=$HERE/asr_1800_updates_five_seeds.md
+      PAIRS=(--pair ${COMBINATIONS[1]} $ADAPTERS --pair ${COMBINATIONS[1]} group --pair group $ADAPTERS
+             --pair group shared --pair $ADAPTERS shared --pair ${COMBINATIONS[1]} shared) ;;
+  esac
+  PYTHONPATH=$PYTHONPATH:benchmarks $python $DEPTH/lane_log_pairs.py "${LOGS[@]}" "${PAIRS[@]}" > $TABLE
   exit
 fi
 cp $OUT/results.md $HERE/asr_1800_updates_results.md
